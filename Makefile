@@ -1,0 +1,73 @@
+# kplane build entry points. Everything runs from the Go workspace (go.work);
+# nothing here needs more than Go on the machine.
+SHELL := /usr/bin/env bash
+GO ?= go
+# Every module of the workspace, as directories relative to the root.
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}' | sed "s|^$(CURDIR)/||")
+PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
+TEST_TIMEOUT ?= 25m
+FUZZTIME ?= 60s
+
+.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+# The README's test command: unit, conformance and integration suites, fuzz
+# seed corpora included (go test runs them as ordinary tests).
+test:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+lint: fmt vet imports versions
+
+fmt:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+imports:
+	./hack/check-imports.sh
+
+# Longer fuzzing on demand: make fuzz FUZZTIME=10m. Each target runs alone
+# because go test -fuzz takes one target at a time.
+fuzz:
+	@set -e; for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' $(MODULES) | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$spec/*_test.go | sed 's/func //'); do \
+	    echo "== $$spec $$f"; $(GO) test ./$$spec -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+# Benchmarks: make bench BENCH=. BENCHTIME=1s
+BENCH ?= .
+BENCHTIME ?= 1s
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(PKGS)
+
+# Regenerates committed generated code (OpenAPI definitions of built-in types).
+generate:
+	./hack/update-openapi.sh
+
+versions:
+	./hack/check-versions.sh
+
+# Every command of the workspace: the main packages under a cmd/ folder.
+# A new service's binary is found without touching this file.
+CMDS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' $(PKGS) | grep /cmd/)
+
+# No -trimpath: development builds reuse the build cache.
+binaries:
+	$(GO) build -o bin/ $(CMDS)
+
+# Runs kplane on this machine until Ctrl-C: certificates, etcd, NATS, logs
+# and the admin kubeconfig live in .kplane/ and are kept across runs.
+# Pass launcher flags with UP_FLAGS, e.g. make up UP_FLAGS=--gateway-port=7443
+up: binaries
+	./bin/kplane-up $(UP_FLAGS)
+
+# Stops what make up started, from any terminal.
+down:
+	$(GO) build -o bin/ ./deploy/cmd/kplane-up
+	./bin/kplane-up down

@@ -1,0 +1,324 @@
+package launcher
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Paths in the data directory.
+const (
+	pkiDir         = "pki"
+	etcdDir        = "etcd"
+	natsDir        = "nats"
+	natsTokenFile  = "nats.token"
+	logsDir        = "logs"
+	runDir         = "run"
+	launcherPID    = "kplane-up.pid"
+	KubeconfigFile = "admin.kubeconfig"
+)
+
+// PIDFile is the file holding the pid of the service called name while
+// a process of it runs and has been ready; tests read it to kill one.
+func PIDFile(dataDir, name string) string {
+	return filepath.Join(dataDir, runDir, name+".pid")
+}
+
+// LogFile is the log of the process called name (a service, etcd or
+// nats).
+func LogFile(dataDir, name string) string {
+	return filepath.Join(dataDir, logsDir, name+".log")
+}
+
+// Run starts the installation cfg describes and keeps it running until
+// ctx ends or a service keeps failing; then it stops every service in
+// reverse order, then NATS, then etcd.
+func Run(ctx context.Context, cfg *Config) error {
+	for _, d := range []string{cfg.dataDir, filepath.Join(cfg.dataDir, logsDir), filepath.Join(cfg.dataDir, runDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	release, err := claim(filepath.Join(cfg.dataDir, launcherPID))
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	certs, err := issue(filepath.Join(cfg.dataDir, pkiDir), cfg.services)
+	if err != nil {
+		return err
+	}
+	// The kubeconfig is written before anything starts, so that whoever
+	// sees every service's pid file (ready) finds it too.
+	kubeconfig := filepath.Join(cfg.dataDir, KubeconfigFile)
+	if _, ok := cfg.public(); ok {
+		if err := writeKubeconfig(kubeconfig, "https://127.0.0.1:"+strconv.Itoa(cfg.ports[PublicService]), certs); err != nil {
+			return err
+		}
+	}
+
+	etcdServers := cfg.etcdServers
+	if len(etcdServers) == 0 {
+		e, err := startEtcd(ctx, filepath.Join(cfg.dataDir, etcdDir), LogFile(cfg.dataDir, "etcd"), cfg.etcdPort)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			e.Close()
+			cfg.log.Info("etcd stopped")
+		}()
+		etcdServers = []string{"http://" + e.Clients[0].Addr().String()}
+		cfg.log.Info("etcd ready", "url", etcdServers[0], "data", filepath.Join(cfg.dataDir, etcdDir))
+	}
+
+	natsURL, token := cfg.natsURL, cfg.natsToken
+	if natsURL == "" {
+		if token, err = natsToken(filepath.Join(cfg.dataDir, natsTokenFile)); err != nil {
+			return err
+		}
+		srv, err := startNATS(filepath.Join(cfg.dataDir, natsDir), LogFile(cfg.dataDir, "nats"), cfg.natsPort, token)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			cfg.log.Info("nats stopped")
+		}()
+		natsURL = srv.ClientURL()
+		cfg.log.Info("nats ready", "url", natsURL, "data", filepath.Join(cfg.dataDir, natsDir))
+	}
+
+	env := Env{
+		PKI:         filepath.Join(cfg.dataDir, pkiDir),
+		Data:        cfg.dataDir,
+		Ports:       cfg.ports,
+		Replicas:    cfg.replicas,
+		EtcdServers: strings.Join(etcdServers, ","),
+		NATSURL:     natsURL,
+		NATSToken:   token,
+	}
+	processes := cfg.processes()
+	// failed receives the error of a supervisor that gave up; one slot
+	// per process, so none blocks.
+	failed := make(chan error, len(processes))
+	var started []func()
+	defer func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i]()
+		}
+	}()
+	for _, p := range processes {
+		sup, err := cfg.supervisor(p, env, certs)
+		if err != nil {
+			return err
+		}
+		sctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := sup.run(sctx); err != nil {
+				failed <- err
+			}
+		}()
+		started = append(started, func() {
+			cfg.log.Info("stopping service", "service", p.name)
+			cancel()
+			<-done
+			cfg.log.Info("service stopped", "service", p.name)
+		})
+		timeout := time.NewTimer(cfg.readyTimeout)
+		select {
+		case <-sup.ready:
+			timeout.Stop()
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-timeout.C:
+			return fmt.Errorf("%s not ready after %v (see %s)", p.name, cfg.readyTimeout, sup.logPath)
+		}
+	}
+
+	if _, ok := cfg.public(); !ok {
+		cfg.log.Info("kplane ready without " + PublicService + ": no admin kubeconfig written")
+		return wait(ctx, cfg, failed)
+	}
+	cfg.log.Info("kplane ready", "kubeconfig", kubeconfig)
+	fmt.Fprintf(cfg.out, "\nkplane is ready. Use it with:\n\n  export KUBECONFIG=%s\n  kubectl get ns\n\nLogs: %s\nStop: Ctrl-C here, or make down\n\n",
+		relative(kubeconfig), relative(filepath.Join(cfg.dataDir, logsDir)))
+
+	return wait(ctx, cfg, failed)
+}
+
+// wait returns when ctx ends or a service gives up.
+func wait(ctx context.Context, cfg *Config, failed <-chan error) error {
+	select {
+	case <-ctx.Done():
+		cfg.log.Info("stopping kplane")
+		return nil
+	case err := <-failed:
+		return err
+	}
+}
+
+// public is the service the admin kubeconfig points at, when it runs.
+func (cfg *Config) public() (Service, bool) {
+	for _, s := range cfg.services {
+		if s.Name == PublicService {
+			return s, true
+		}
+	}
+	return Service{}, false
+}
+
+// relative shortens path to one relative to the working directory when
+// it is below it, as the user typed it.
+func relative(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// process is one process of a service: its only one, or one of its
+// replicas.
+type process struct {
+	service Service
+	name    string
+	replica int
+	port    int
+}
+
+// processes are the processes of cfg's services in start order, a
+// service's replicas in order.
+func (cfg *Config) processes() []process {
+	var ps []process
+	for _, s := range cfg.services {
+		n := max(cfg.replicas[s.Name], 1)
+		for i := range n {
+			ps = append(ps, process{service: s, name: ReplicaName(s.Name, i, n), replica: i, port: cfg.ports[s.Name] + i})
+		}
+	}
+	return ps
+}
+
+func (cfg *Config) supervisor(p process, env Env, certs *certificates) (*supervisor, error) {
+	s := p.service
+	env.Replica = p.replica
+	args, err := s.Expand(env)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig := &tls.Config{RootCAs: certs.ca.Pool(), MinVersion: tls.VersionTLS12}
+	if s.ProbeAsAdmin {
+		tlsConfig.Certificates = []tls.Certificate{certs.admin.TLSCertificate()}
+	}
+	return &supervisor{
+		name:    p.name,
+		path:    filepath.Join(cfg.binDir, s.Binary),
+		args:    args,
+		logPath: LogFile(cfg.dataDir, p.name),
+		pidPath: PIDFile(cfg.dataDir, p.name),
+		probe:   newProber(p.port, tlsConfig, cfg.probeInterval),
+		grace:   cfg.stopGrace,
+		policy:  cfg.restart,
+		log:     cfg.log,
+		ready:   make(chan struct{}),
+	}, nil
+}
+
+// claim writes this process's pid to path, refusing when a live process
+// holds it already, and returns what removes it.
+func claim(path string) (func(), error) {
+	if pid, err := readPID(path); err == nil && alive(pid) {
+		return nil, fmt.Errorf("kplane-up is already running as pid %d (%s); stop it with make down", pid, path)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("write pid file: %w", err)
+	}
+	return func() { _ = os.Remove(path) }, nil
+}
+
+func readPID(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pid file %s holds %q", path, b)
+	}
+	return pid, nil
+}
+
+// alive says whether a process pid exists (signal 0 checks without
+// sending anything).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Down stops the launcher running on dataDir, waiting up to grace before
+// killing it, then kills any service process a killed launcher left.
+func Down(ctx context.Context, dataDir string, grace time.Duration) error {
+	pidPath := filepath.Join(dataDir, launcherPID)
+	pid, err := readPID(pidPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	case alive(pid):
+		if err := terminate(ctx, pid, grace); err != nil {
+			return fmt.Errorf("stop kplane-up (pid %d): %w", pid, err)
+		}
+	}
+	_ = os.Remove(pidPath)
+	left, _ := filepath.Glob(filepath.Join(dataDir, runDir, "*.pid"))
+	for _, f := range left {
+		if pid, err := readPID(f); err == nil && alive(pid) {
+			if err := terminate(ctx, pid, grace); err != nil {
+				return fmt.Errorf("stop %s (pid %d): %w", strings.TrimSuffix(filepath.Base(f), ".pid"), pid, err)
+			}
+		}
+		_ = os.Remove(f)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM to pid and SIGKILL if it still runs after
+// grace, and waits until it is gone.
+func terminate(ctx context.Context, pid int, grace time.Duration) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return nil
+	}
+	deadline := time.Now().Add(grace)
+	killed := false
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for alive(pid) {
+		if !killed && time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killed = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

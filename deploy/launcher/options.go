@@ -1,0 +1,266 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Environment variables that point the installation at an external etcd
+// or NATS; the flags of the same meaning override them.
+const (
+	EnvEtcdServers = "KPLANE_ETCD_SERVERS"
+	EnvNATSURL     = "KPLANE_NATS_URL"
+	EnvNATSToken   = "KPLANE_NATS_TOKEN"
+)
+
+// Options are kplane-up's flags.
+type Options struct {
+	// DataDir holds certificates, etcd and NATS data, logs, pid files
+	// and the admin kubeconfig.
+	DataDir string
+	// BinDir holds the services' binaries.
+	BinDir string
+	// Ports are the services' ports by name (--<name>-port).
+	Ports    map[string]int
+	EtcdPort int
+	NATSPort int
+	// Replicas are the numbers of processes of scalable services by name
+	// (--<name>-replicas).
+	Replicas map[string]int
+
+	// EtcdServers, when set, replace the embedded etcd.
+	EtcdServers []string
+	// NATSURL, when set, replaces the embedded NATS; NATSToken is its
+	// token.
+	NATSURL   string
+	NATSToken string
+
+	// StopGrace is how long a service has to exit after SIGTERM.
+	StopGrace time.Duration
+	// ReadyTimeout bounds the wait for each service's first readiness.
+	ReadyTimeout time.Duration
+	Restart      RestartPolicy
+
+	Services []Service
+	// Only, when set, names the services to run, a subset of Services.
+	Only []string
+}
+
+// NewOptions returns the defaults for services, with external etcd and
+// NATS read from the environment through lookup (os.LookupEnv).
+func NewOptions(services []Service, lookup func(string) (string, bool)) *Options {
+	o := &Options{
+		DataDir:      ".kplane",
+		Ports:        map[string]int{},
+		Replicas:     map[string]int{},
+		EtcdPort:     2379,
+		NATSPort:     4222,
+		StopGrace:    30 * time.Second,
+		ReadyTimeout: 2 * time.Minute,
+		Restart:      RestartPolicy{Backoff: 500 * time.Millisecond, MaxBackoff: 8 * time.Second, Healthy: 10 * time.Second, MaxFailures: 5},
+		Services:     services,
+	}
+	for _, s := range services {
+		o.Ports[s.Name] = s.Port
+		if s.Scalable {
+			o.Replicas[s.Name] = 1
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		o.BinDir = filepath.Dir(exe)
+	}
+	if v, ok := lookup(EnvEtcdServers); ok && v != "" {
+		o.EtcdServers = strings.Split(v, ",")
+	}
+	if v, ok := lookup(EnvNATSURL); ok {
+		o.NATSURL = v
+	}
+	if v, ok := lookup(EnvNATSToken); ok {
+		o.NATSToken = v
+	}
+	return o
+}
+
+// AddFlags binds o to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory of certificates, etcd and NATS data, logs and the admin kubeconfig; kept across runs")
+	fs.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory of the service binaries (default: kplane-up's own)")
+	for _, s := range o.Services {
+		fs.Var(intEntry{m: o.Ports, key: s.Name}, s.Name+"-port", "port of "+s.Name+" on 127.0.0.1")
+		if s.Scalable {
+			fs.Var(intEntry{m: o.Replicas, key: s.Name}, s.Name+"-replicas", "number of "+s.Name+" processes, on consecutive ports from --"+s.Name+"-port")
+		}
+	}
+	fs.IntVar(&o.EtcdPort, "etcd-port", o.EtcdPort, "client port of the embedded etcd")
+	fs.IntVar(&o.NATSPort, "nats-port", o.NATSPort, "client port of the embedded NATS server")
+	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "client URLs of an external etcd instead of the embedded one (env "+EnvEtcdServers+")")
+	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "URL of an external NATS instead of the embedded one (env "+EnvNATSURL+")")
+	fs.StringVar(&o.NATSToken, "nats-token", o.NATSToken, "token of the external NATS (env "+EnvNATSToken+")")
+	fs.StringSliceVar(&o.Only, "services", o.Only, "names of the services to run (default: all); the admin kubeconfig is written only when "+PublicService+" runs")
+	fs.DurationVar(&o.StopGrace, "stop-grace", o.StopGrace, "how long a service may take to exit after SIGTERM before it is killed")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each service may take to become ready")
+}
+
+// intEntry is the flag of one entry of a map of ints (ports, replicas).
+type intEntry struct {
+	m   map[string]int
+	key string
+}
+
+func (v intEntry) String() string { return strconv.Itoa(v.m[v.key]) }
+func (v intEntry) Type() string   { return "int" }
+
+func (v intEntry) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	v.m[v.key] = n
+	return nil
+}
+
+// Validate reports every problem with o.
+func (o *Options) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.DataDir == "" {
+		add("--data-dir is required")
+	}
+	if o.BinDir == "" {
+		add("--bin-dir is required")
+	}
+	seen := map[int]string{}
+	check := func(flag string, port int) {
+		if port <= 0 || port > 65535 {
+			add("--%s: %d is not a port", flag, port)
+		}
+		if other, ok := seen[port]; ok {
+			add("--%s and --%s are both %d", other, flag, port)
+		}
+		seen[port] = flag
+	}
+	for _, s := range o.Services {
+		check(s.Name+"-port", o.Ports[s.Name])
+		n, ok := o.Replicas[s.Name]
+		switch {
+		case !ok:
+		case !s.Scalable:
+			add("--%s-replicas: %s runs as one process", s.Name, s.Name)
+		case n < 1:
+			add("--%s-replicas: must be at least 1, got %d", s.Name, n)
+		}
+		for i := 1; i < n; i++ {
+			check(fmt.Sprintf("%s-port (replica %d)", s.Name, i), o.Ports[s.Name]+i)
+		}
+	}
+	if len(o.EtcdServers) == 0 {
+		check("etcd-port", o.EtcdPort)
+	}
+	for _, s := range o.EtcdServers {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--etcd-servers: %q is not an http or https URL", s)
+		}
+	}
+	if o.NATSURL == "" {
+		check("nats-port", o.NATSPort)
+		if o.NATSToken != "" {
+			add("--nats-token needs --nats-url: the embedded NATS makes its own")
+		}
+	}
+	for _, n := range o.Only {
+		if !slices.ContainsFunc(o.Services, func(s Service) bool { return s.Name == n }) {
+			add("--services: no service %q", n)
+		}
+	}
+	if o.StopGrace <= 0 {
+		add("--stop-grace: must be positive, got %v", o.StopGrace)
+	}
+	if o.ReadyTimeout <= 0 {
+		add("--ready-timeout: must be positive, got %v", o.ReadyTimeout)
+	}
+	return errs
+}
+
+// Config is a validated Options with absolute paths.
+type Config struct {
+	dataDir, binDir string
+	ports           map[string]int
+	replicas        map[string]int
+	etcdPort        int
+	natsPort        int
+	etcdServers     []string
+	natsURL         string
+	natsToken       string
+	stopGrace       time.Duration
+	readyTimeout    time.Duration
+	probeInterval   time.Duration
+	restart         RestartPolicy
+	services        []Service
+	log             *slog.Logger
+	// out receives what the user reads: how to use the installation.
+	out io.Writer
+}
+
+// Config validates o and returns the configuration of a run that logs to
+// log and tells the user how to use it on out.
+func (o *Options) Config(log *slog.Logger, out io.Writer) (*Config, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
+	}
+	data, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve --data-dir: %w", err)
+	}
+	bin, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve --bin-dir: %w", err)
+	}
+	var services []Service
+	for _, s := range o.Services {
+		if len(o.Only) == 0 || slices.Contains(o.Only, s.Name) {
+			services = append(services, s)
+		}
+	}
+	for _, s := range services {
+		if _, err := os.Stat(filepath.Join(bin, s.Binary)); err != nil {
+			return nil, fmt.Errorf("binary of %s: %w (make up builds it into bin/)", s.Name, err)
+		}
+	}
+	ports := make(map[string]int, len(o.Ports))
+	for k, v := range o.Ports {
+		ports[k] = v
+	}
+	replicas := make(map[string]int, len(o.Replicas))
+	for k, v := range o.Replicas {
+		replicas[k] = v
+	}
+	return &Config{
+		dataDir:       data,
+		binDir:        bin,
+		ports:         ports,
+		replicas:      replicas,
+		etcdPort:      o.EtcdPort,
+		natsPort:      o.NATSPort,
+		etcdServers:   append([]string(nil), o.EtcdServers...),
+		natsURL:       o.NATSURL,
+		natsToken:     o.NATSToken,
+		stopGrace:     o.StopGrace,
+		readyTimeout:  o.ReadyTimeout,
+		probeInterval: 100 * time.Millisecond,
+		restart:       o.Restart,
+		services:      services,
+		log:           log,
+		out:           out,
+	}, nil
+}

@@ -1,0 +1,68 @@
+package launcher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	tests := []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{name: "defaults", flags: nil},
+		{name: "ports of services are flags", flags: []string{"--core-port=7444", "--gateway-port=7443"}},
+		{name: "two services on one port", flags: []string{"--core-port=7000", "--gateway-port=7000"}, want: []string{"--core-port and --gateway-port are both 7000"}},
+		{name: "a service on etcd's port", flags: []string{"--etcd-port=6444"}, want: []string{"are both 6444"}},
+		{name: "external etcd frees its port", flags: []string{"--etcd-port=6444", "--etcd-servers=http://127.0.0.1:2379"}},
+		{name: "bad etcd url", flags: []string{"--etcd-servers=127.0.0.1:2379"}, want: []string{"is not an http or https URL"}},
+		{name: "token without nats url", flags: []string{"--nats-token=x"}, want: []string{"--nats-token needs --nats-url"}},
+		{name: "unknown service", flags: []string{"--services=core,nope"}, want: []string{`--services: no service "nope"`}},
+		{name: "core replicas on consecutive ports", flags: []string{"--core-replicas=3", "--core-port=7000", "--gateway-port=7003"}},
+		{name: "a core replica on the gateway's port", flags: []string{"--core-replicas=2", "--core-port=7000", "--gateway-port=7001"}, want: []string{"--core-port (replica 1) and --gateway-port are both 7001"}},
+		{name: "no core replica", flags: []string{"--core-replicas=0"}, want: []string{"--core-replicas: must be at least 1, got 0"}},
+		{name: "port out of range", flags: []string{"--nats-port=70000"}, want: []string{"--nats-port: 70000 is not a port"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions(Services(), noEnv)
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.flags); err != nil {
+				t.Fatal(err)
+			}
+			errs := o.Validate()
+			if len(errs) != len(tt.want) {
+				t.Fatalf("Validate = %v, want %d errors like %q", errs, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d = %q, want it to contain %q", i, errs[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsFromEnvironment(t *testing.T) {
+	env := map[string]string{EnvEtcdServers: "http://a:2379,http://b:2379", EnvNATSURL: "nats://n:4222", EnvNATSToken: "tok"}
+	o := NewOptions(Services(), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--nats-url=nats://flag:4222"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(o.EtcdServers, ","); got != env[EnvEtcdServers] {
+		t.Errorf("etcd servers = %q, want %q from the environment", got, env[EnvEtcdServers])
+	}
+	if o.NATSURL != "nats://flag:4222" {
+		t.Errorf("nats url = %q, want the flag's over the environment's", o.NATSURL)
+	}
+	if o.NATSToken != "tok" {
+		t.Errorf("nats token = %q, want tok", o.NATSToken)
+	}
+}

@@ -1,0 +1,155 @@
+package launcher
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Service is one process of the installation.
+type Service struct {
+	// Name names the service's port flag (--<name>-port), its log file
+	// and its pid file.
+	Name string
+	// Binary is the executable's file name in the binary directory.
+	Binary string
+	// Port is the default port the service listens on.
+	Port int
+	// Args are text/template strings expanded with an Env; an argument
+	// that expands to nothing is left out, so optional flags are written
+	// {{if .X}}--flag={{.X}}{{end}}.
+	Args []string
+	// ProbeAsAdmin presents the admin client certificate to /readyz, for
+	// services that verify every caller.
+	ProbeAsAdmin bool
+	// Scalable services may run as several processes (--<name>-replicas)
+	// on consecutive ports from their port; ReplicaName names them.
+	Scalable bool
+}
+
+// ReplicaName is the name of replica i of n of the service called name:
+// its log and pid files. A service of one replica keeps its own name.
+func ReplicaName(name string, i, n int) string {
+	if n == 1 {
+		return name
+	}
+	return name + "-" + strconv.Itoa(i)
+}
+
+// Env is what argument templates see.
+type Env struct {
+	// PKI is the directory of the certificates (see certificate names in
+	// pki.go); Data is the data directory.
+	PKI, Data string
+	// Ports are the services' ports by name: a scalable service's first
+	// replica's.
+	Ports map[string]int
+	// Replicas are the numbers of processes of scalable services by name;
+	// a service not named runs one.
+	Replicas map[string]int
+	// Replica is the index of the process being expanded among its
+	// service's replicas.
+	Replica int
+	// EtcdServers are etcd's client URLs, comma separated.
+	EtcdServers string
+	NATSURL     string
+	NATSToken   string
+}
+
+// Port is the port of the service called name; templates call it as
+// {{.Port "core"}}.
+func (e Env) Port(name string) (int, error) {
+	p, ok := e.Ports[name]
+	if !ok {
+		return 0, fmt.Errorf("no service %q", name)
+	}
+	return p, nil
+}
+
+// ReplicaPort is the port of the process being expanded when it is a
+// replica of the service called name: a service's own listen address is
+// {{.ReplicaPort "core"}}.
+func (e Env) ReplicaPort(name string) (int, error) {
+	p, err := e.Port(name)
+	if err != nil {
+		return 0, err
+	}
+	return p + e.Replica, nil
+}
+
+// URLs are the https URLs of every replica of the service called name,
+// comma separated: {{.URLs "core"}}.
+func (e Env) URLs(name string) (string, error) {
+	p, err := e.Port(name)
+	if err != nil {
+		return "", err
+	}
+	urls := make([]string, 0, max(e.Replicas[name], 1))
+	for i := range max(e.Replicas[name], 1) {
+		urls = append(urls, "https://127.0.0.1:"+strconv.Itoa(p+i))
+	}
+	return strings.Join(urls, ","), nil
+}
+
+// Expand returns s's arguments for e.
+func (s Service) Expand(e Env) ([]string, error) {
+	args := make([]string, 0, len(s.Args))
+	for _, a := range s.Args {
+		t, err := template.New(s.Name).Option("missingkey=error").Parse(a)
+		if err != nil {
+			return nil, fmt.Errorf("parse argument %q of %s: %w", a, s.Name, err)
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, e); err != nil {
+			return nil, fmt.Errorf("expand argument %q of %s: %w", a, s.Name, err)
+		}
+		if v := strings.TrimSpace(b.String()); v != "" {
+			args = append(args, v)
+		}
+	}
+	return args, nil
+}
+
+// PublicService is the service the admin kubeconfig points at.
+const PublicService = "gateway"
+
+// Services are kplane's services in start order; they stop in reverse.
+// A service's backends come before it, so that it is ready when it first
+// answers.
+func Services() []Service {
+	return []Service{
+		{
+			Name:     "core",
+			Binary:   "kplane-core",
+			Port:     6444,
+			Scalable: true,
+			Args: []string{
+				"--listen-address=127.0.0.1:{{.ReplicaPort \"core\"}}",
+				"--tls-cert-file={{.PKI}}/core.crt",
+				"--tls-private-key-file={{.PKI}}/core.key",
+				"--client-ca-file={{.PKI}}/ca.crt",
+				"--etcd-servers={{.EtcdServers}}",
+				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+			},
+		},
+		{
+			Name:   "gateway",
+			Binary: "kplane-gateway",
+			Port:   6443,
+			Args: []string{
+				"--listen-address=127.0.0.1:{{.Port \"gateway\"}}",
+				"--tls-cert-file={{.PKI}}/gateway.crt",
+				"--tls-private-key-file={{.PKI}}/gateway.key",
+				"--client-ca-file={{.PKI}}/ca.crt",
+				"--proxy-client-cert-file={{.PKI}}/front-proxy-client.crt",
+				"--proxy-client-key-file={{.PKI}}/front-proxy-client.key",
+				"--backend-ca-file={{.PKI}}/ca.crt",
+				"--core-url={{.URLs \"core\"}}",
+			},
+			ProbeAsAdmin: true,
+		},
+	}
+}

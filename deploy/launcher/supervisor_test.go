@@ -1,0 +1,71 @@
+package launcher
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testSupervisor(t *testing.T, script string, policy RestartPolicy) *supervisor {
+	t.Helper()
+	dir := t.TempDir()
+	return &supervisor{
+		name:    "svc",
+		path:    "/bin/sh",
+		args:    []string{"-c", script},
+		logPath: filepath.Join(dir, "svc.log"),
+		pidPath: filepath.Join(dir, "svc.pid"),
+		// Nothing listens on port 1: the probe never passes.
+		probe:  newProber(1, &tls.Config{MinVersion: tls.VersionTLS12}, 10*time.Millisecond),
+		grace:  10 * time.Second,
+		policy: policy,
+		log:    slog.New(slog.DiscardHandler),
+		ready:  make(chan struct{}),
+	}
+}
+
+func TestSupervisorGivesUpOnACrashLoop(t *testing.T) {
+	s := testSupervisor(t, "echo boom; exit 3", RestartPolicy{Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Healthy: time.Hour, MaxFailures: 2})
+	err := s.run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "svc failed 3 times in a row") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("run = %v, want it to give up after 3 failures with the exit status", err)
+	}
+	log, err := os.ReadFile(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "\nboom\n"); n != 3 {
+		t.Errorf("log holds %d runs, want 3:\n%s", n, log)
+	}
+}
+
+func TestSupervisorStopsItsProcessWhenCancelled(t *testing.T) {
+	s := testSupervisor(t, "echo up; exec sleep 600", RestartPolicy{Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Healthy: time.Hour, MaxFailures: 0})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(s.logPath); strings.Contains(string(b), "up\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run = %v after cancel, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run still running 30s after cancel: SIGTERM did not stop sleep")
+	}
+}

@@ -1,0 +1,77 @@
+package apistatus_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/storage"
+)
+
+func TestFromStorage(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	cases := []struct {
+		err     error
+		code    int32
+		reason  metav1.StatusReason
+		message string
+	}{
+		{storage.NewError(storage.ErrCodeKeyNotFound, "/k", 0, ""), 404, metav1.StatusReasonNotFound, `configmaps "a" not found`},
+		{storage.NewError(storage.ErrCodeKeyExists, "/k", 0, ""), 409, metav1.StatusReasonAlreadyExists, `configmaps "a" already exists`},
+		{storage.NewError(storage.ErrCodeResourceVersionConflicts, "/k", 0, ""), 409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on configmaps "a": the object has been modified; please apply your changes to the latest version and try again`},
+		{storage.NewError(storage.ErrCodeInvalidObj, "/k", 0, "Precondition failed: UID in precondition: x, UID in object meta: y"), 409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on configmaps "a": Precondition failed: UID in precondition: x, UID in object meta: y`},
+		{storage.NewError(storage.ErrCodeExpired, "/k", 5, "too old resource version: 5 (10)"), 410, metav1.StatusReasonExpired, "too old resource version: 5 (10)"},
+		{storage.NewError(storage.ErrCodeTooLargeResourceVersion, "/k", 3, "Too large resource version: 9, current: 3"), 504, metav1.StatusReasonTimeout, "Timeout: Too large resource version: 9, current: 3"},
+		{storage.NewError(storage.ErrCodeInvalidRequest, "/k", 0, "invalid continue token"), 400, metav1.StatusReasonBadRequest, "invalid continue token"},
+		{storage.NewError(storage.ErrCodeUnreachable, "/k", 0, ""), 503, metav1.StatusReasonServiceUnavailable, "storage is unreachable"},
+		{errors.New("boom"), 500, metav1.StatusReasonInternalError, "Internal error occurred: boom"},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			st := apistatus.Status(apistatus.FromStorage(tc.err, gr, "a"))
+			if st.Code != tc.code || st.Reason != tc.reason || st.Message != tc.message {
+				t.Fatalf("got %d %s %q, want %d %s %q", st.Code, st.Reason, st.Message, tc.code, tc.reason, tc.message)
+			}
+		})
+	}
+}
+
+func TestTooLargeResourceVersionIsRecognizedByClients(t *testing.T) {
+	err := apistatus.FromStorage(storage.NewError(storage.ErrCodeTooLargeResourceVersion, "/k", 3, ""), schema.GroupResource{}, "")
+	if !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Fatalf("client-go does not see %v as a too-large resourceVersion", err)
+	}
+}
+
+func TestEchoErrorsBecomeStatuses(t *testing.T) {
+	e := echo.New()
+	e.HTTPErrorHandler = apistatus.HTTPErrorHandler
+	e.GET("/only-get", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	cases := []struct {
+		method, path string
+		code         int
+		reason       metav1.StatusReason
+	}{
+		{http.MethodGet, "/nowhere", 404, metav1.StatusReasonNotFound},
+		{http.MethodPost, "/only-get", 405, metav1.StatusReasonMethodNotAllowed},
+	}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		var st metav1.Status
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatalf("%s %s: body %q is not a Status: %v", tc.method, tc.path, rec.Body, err)
+		}
+		if rec.Code != tc.code || st.Reason != tc.reason || st.Kind != "Status" {
+			t.Errorf("%s %s: got %d %+v, want %d %s", tc.method, tc.path, rec.Code, st, tc.code, tc.reason)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package apitest
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/openapi/builtin"
+	"kplane.dev/libs/apiserver/resource"
+)
+
+// ConfigMaps and Widgets are the resources the test server serves.
+var (
+	ConfigMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
+	Widgets    = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+)
+
+// Resources declares configmaps as kube-apiserver serves them (typed,
+// columns DATA and AGE, the built-in OpenAPI schema) and widgets, an
+// unstructured kind with /status and a SIZE column taken from .spec.size.
+// Ages are measured with c (nil: the real clock).
+func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register core/v1: %w", err)
+	}
+	cmObjects, err := objects.NewTyped(scheme, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "ConfigMapList")
+	if err != nil {
+		return nil, err
+	}
+	cmSchema, err := builtin.Schema(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err != nil {
+		return nil, err
+	}
+	size, err := resource.NewJSONPathCell(".spec.size", "integer", c)
+	if err != nil {
+		return nil, err
+	}
+	return []*resource.Resource{
+		{
+			GroupVersionResource: ConfigMaps,
+			Kind:                 "ConfigMap",
+			Singular:             "configmap",
+			Namespaced:           true,
+			ShortNames:           []string{"cm"},
+			Objects:              cmObjects,
+			Schema:               cmSchema,
+			Columns: []resource.Column{
+				{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Data", Type: "string", Description: "Number of data keys"}, Cell: resource.CellFunc(dataCount)},
+				{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Age", Type: "string"}, Cell: resource.AgeCell{Clock: c}},
+			},
+		},
+		{
+			GroupVersionResource: Widgets,
+			Kind:                 "Widget",
+			Singular:             "widget",
+			Namespaced:           true,
+			Categories:           []string{"all"},
+			Subresources:         resource.Subresources{Status: true},
+			Generation:           true,
+			Objects:              objects.NewUnstructured(Widgets.GroupVersion().WithKind("Widget"), "WidgetList"),
+			Columns: []resource.Column{
+				{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Size", Type: "integer"}, Cell: size},
+			},
+		},
+	}, nil
+}
+
+// dataCount is the DATA column of kube's configmap printer.
+func dataCount(obj runtime.Object) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, fmt.Errorf("not a configmap: %T", obj)
+	}
+	return int64(len(cm.Data) + len(cm.BinaryData)), nil
+}

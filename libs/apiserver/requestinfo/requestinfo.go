@@ -1,0 +1,147 @@
+package requestinfo
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Info describes a request as an authorizer and a router see it.
+type Info struct {
+	// IsResourceRequest is false for discovery, health and other
+	// non-resource paths.
+	IsResourceRequest bool
+	// Path is the URL path as sent.
+	Path string
+	// Verb is a Kubernetes verb for resource requests (get, list, watch,
+	// create, update, patch, delete, deletecollection) and the lowercase
+	// HTTP method otherwise.
+	Verb string
+	// APIPrefix is "api" or "apis".
+	APIPrefix   string
+	APIGroup    string
+	APIVersion  string
+	Namespace   string
+	Resource    string
+	Subresource string
+	Name        string
+	// Parts are the path segments after the version (and after watch/).
+	Parts []string
+}
+
+// GroupVersionResource returns the request's group, version and resource.
+func (i *Info) GroupVersionResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: i.APIGroup, Version: i.APIVersion, Resource: i.Resource}
+}
+
+// namespaceSubresources are the subresources of a namespace itself: for
+// /api/v1/namespaces/x/status the resource is namespaces, not "status" in
+// namespace x.
+var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
+
+// verbsByMethod maps HTTP methods to the verbs of single-object requests.
+var verbsByMethod = map[string]string{
+	http.MethodPost:   "create",
+	http.MethodGet:    "get",
+	http.MethodHead:   "get",
+	http.MethodPut:    "update",
+	http.MethodPatch:  "patch",
+	http.MethodDelete: "delete",
+}
+
+// Parse reads the request info of method and u, as kube-apiserver's
+// RequestInfoFactory does: paths that are not /api/<v>/<resource>... or
+// /apis/<g>/<v>/<resource>... are non-resource requests, and of those only
+// the fields kube fills are filled.
+func Parse(method string, u *url.URL) *Info {
+	info := &Info{Path: u.Path, Verb: strings.ToLower(method)}
+	parts := splitPath(u.Path)
+	// The shortest resource path is /api/<v>/<resource>.
+	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
+		return info
+	}
+	info.APIPrefix = parts[0]
+	parts = parts[1:]
+	if info.APIPrefix == "apis" {
+		// /apis/<group>/<version> alone is discovery.
+		if len(parts) < 3 {
+			return info
+		}
+		info.APIGroup = parts[0]
+		parts = parts[1:]
+	}
+	info.APIVersion = parts[0]
+	parts = parts[1:]
+	info.IsResourceRequest = true
+
+	verb, known := verbsByMethod[method]
+	if !known {
+		verb = strings.ToLower(method)
+	}
+	if parts[0] == "watch" {
+		// Legacy watch paths: /api/v1/watch/namespaces/x/configmaps.
+		verb = "watch"
+		parts = parts[1:]
+	}
+	info.Verb = verb
+
+	if len(parts) > 0 && parts[0] == "namespaces" {
+		if len(parts) > 1 {
+			info.Namespace = parts[1]
+			if len(parts) > 2 && !namespaceSubresources[parts[2]] {
+				parts = parts[2:]
+			}
+		}
+	}
+	info.Parts = parts
+	if len(parts) >= 3 {
+		info.Subresource = parts[2]
+	}
+	if len(parts) >= 2 {
+		info.Name = parts[1]
+	}
+	if len(parts) >= 1 {
+		info.Resource = parts[0]
+	}
+
+	query := u.Query()
+	if info.Name == "" && info.Verb == "get" {
+		info.Verb = "list"
+		if isTrue(query.Get("watch")) {
+			info.Verb = "watch"
+		}
+		// A list or watch selecting one name by field selector is about
+		// that name, which lets authorization by resourceNames allow it.
+		if sel, err := fields.ParseSelector(query.Get("fieldSelector")); err == nil {
+			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+				info.Name = name
+			}
+		}
+	}
+	if info.Name == "" && info.Verb == "delete" {
+		info.Verb = "deletecollection"
+	}
+	return info
+}
+
+// isTrue reads a boolean query parameter the way the API's query
+// conversion does.
+func isTrue(s string) bool {
+	return s == "true" || s == "1"
+}
+
+func splitPath(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// WatchRequested reports whether a request's query asks for a watch
+// (?watch=true), for handlers serving a list path.
+func WatchRequested(q url.Values) bool { return isTrue(q.Get("watch")) }

@@ -1,0 +1,129 @@
+package rest
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/patch"
+	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/storage"
+)
+
+// Handler serves one resource. It is safe for concurrent use.
+type Handler struct {
+	r     *resource.Resource
+	store storage.Interface
+	keys  storage.Keys
+	clock clock.PassiveClock
+	log   *slog.Logger
+	// watchTimeout is how long a watch without timeoutSeconds lasts.
+	watchTimeout func() time.Duration
+	// patcher applies patches and keeps managedFields.
+	patcher *patch.Patcher
+	// admission are the plugins every write goes through, in order.
+	admission []Admission
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithClock sets the clock that stamps creation and deletion times.
+func WithClock(c clock.PassiveClock) Option { return func(h *Handler) { h.clock = c } }
+
+// WithLogger sets where the handler logs.
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// New returns the handler of r, storing in store under keys.
+func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts ...Option) (*Handler, error) {
+	if r.Objects == nil {
+		return nil, fmt.Errorf("resource %s declares no Objects", r.GroupVersionResource)
+	}
+	h := &Handler{r: r, store: store, keys: keys, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler), watchTimeout: defaultWatchTimeout}
+	for _, o := range opts {
+		o(h)
+	}
+	if err := checkAdmission(h.admission); err != nil {
+		return nil, fmt.Errorf("serve %s: %w", r.GroupResource(), err)
+	}
+	p, err := patch.New(r)
+	if err != nil {
+		return nil, fmt.Errorf("serve %s: %w", r.GroupResource(), err)
+	}
+	h.patcher = p
+	return h, nil
+}
+
+// Serve answers a request for this handler's resource.
+func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
+	if !h.r.Namespaced && info.Resource == "namespaces" && info.APIGroup == "" {
+		// /api/v1/namespaces/x names namespace x itself; request info
+		// reads x as the namespace too, which a cluster-scoped object has not.
+		scoped := *info
+		scoped.Namespace = ""
+		info = &scoped
+	}
+	switch info.Subresource {
+	case "":
+	case "status":
+		if !h.r.Subresources.Status {
+			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+		}
+		switch info.Verb {
+		case "get", "update", "patch":
+		default:
+			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
+		}
+	case "finalize":
+		if !h.r.Subresources.Finalize {
+			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+		}
+		if info.Verb != "update" {
+			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
+		}
+	default:
+		return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+	}
+	if !h.allows(info.Verb) {
+		return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
+	}
+	if h.r.Namespaced != (info.Namespace != "") && !(info.Namespace == "" && (info.Verb == "list" || info.Verb == "watch")) {
+		// A cluster-scoped resource under /namespaces/x, or a namespaced
+		// object addressed without its namespace.
+		return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+	}
+	switch info.Verb {
+	case "get":
+		return h.get(c, info)
+	case "list":
+		return h.list(c, info)
+	case "watch":
+		return h.watch(c, info)
+	case "create":
+		return h.create(c, info)
+	case "update":
+		return h.update(c, info)
+	case "patch":
+		return h.patch(c, info)
+	case "delete":
+		return h.delete(c, info)
+	case "deletecollection":
+		return h.deleteCollection(c, info)
+	}
+	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, info.Verb, h.r.GroupResource(), info.Name, "", 0, false)
+}
+
+func (h *Handler) allows(verb string) bool {
+	for _, v := range h.r.VerbList() {
+		if v == verb {
+			return true
+		}
+	}
+	return false
+}

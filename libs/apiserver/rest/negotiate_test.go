@@ -1,0 +1,56 @@
+package rest
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+func TestNegotiate(t *testing.T) {
+	for _, tc := range []struct {
+		name, accept, userAgent, query string
+		stream                         bool
+		want                           string // "json", "yaml", a conversion kind, or "406"
+		pretty                         bool
+	}{
+		{name: "no accept", want: "json"},
+		{name: "anything", accept: "*/*", want: "json"},
+		{name: "application wildcard", accept: "application/*", want: "json"},
+		{name: "yaml", accept: "application/yaml", want: "yaml"},
+		{name: "client-go protobuf then json", accept: "application/vnd.kubernetes.protobuf,application/json", want: "json"},
+		{name: "quality order", accept: "application/json;q=0.5, application/yaml", want: "yaml"},
+		{name: "kubectl table", accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", want: "Table"},
+		{name: "table v1beta1", accept: "application/json;as=Table;v=v1beta1;g=meta.k8s.io", want: "Table"},
+		{name: "metadata client", accept: "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", want: "PartialObjectMetadataList"},
+		{name: "unknown conversion falls through", accept: "application/json;as=Foo;v=v1;g=meta.k8s.io, application/yaml", want: "yaml"},
+		{name: "conversion in another group", accept: "application/json;as=Table;v=v1;g=example.com", want: "406"},
+		{name: "protobuf only", accept: "application/vnd.kubernetes.protobuf", want: "406"},
+		{name: "html", accept: "text/html", want: "406"},
+		{name: "stream yaml", accept: "application/yaml", stream: true, want: "406"},
+		{name: "stream json", accept: "application/json;stream=watch", stream: true, want: "json"},
+		{name: "stream param on a non-stream", accept: "application/json;stream=watch", want: "406"},
+		{name: "curl is pretty", userAgent: "curl/8.0", want: "json", pretty: true},
+		{name: "pretty=false wins over curl", userAgent: "curl/8.0", query: "pretty=false", want: "json"},
+		{name: "pretty param", query: "pretty=1", want: "json", pretty: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/api/v1/configmaps?"+tc.query, nil)
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			req.Header.Set("User-Agent", tc.userAgent)
+			out, err := negotiate(req, tc.stream)
+			got := "json"
+			switch {
+			case err != nil:
+				got = "406"
+			case out.as != nil:
+				got = out.as.Kind
+			case out.yaml:
+				got = "yaml"
+			}
+			if got != tc.want || (err == nil && out.pretty != tc.pretty) {
+				t.Errorf("negotiate(%q) = %s pretty %v (%v), want %s pretty %v", tc.accept, got, out.pretty, err, tc.want, tc.pretty)
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"kplane.dev/libs/apiserver/patch"
+	"kplane.dev/libs/apiserver/requestinfo"
+)
+
+// patchType reads the patch format from the Content-Type, before
+// anything else as kube, so a bad one is a 415 even for a missing object.
+func (h *Handler) patchType(c echo.Context) (types.PatchType, error) {
+	accepted := h.patcher.PatchTypes()
+	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	if err == nil {
+		for _, t := range accepted {
+			if t == mt {
+				return types.PatchType(mt), nil
+			}
+		}
+	}
+	return "", unsupportedMediaType(accepted)
+}
+
+func (h *Handler) patch(c echo.Context, info *requestinfo.Info) error {
+	pt, err := h.patchType(c)
+	if err != nil {
+		return err
+	}
+	opts := &metav1.PatchOptions{}
+	if err := decodeOptions(c, opts, "PatchOptions", func() field.ErrorList { return metavalidation.ValidatePatchOptions(opts, pt) }); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := validatePatch(body, pt); err != nil {
+		return err
+	}
+	warn := newWarnings(c)
+	popts := patch.Options{
+		Name:            info.Name,
+		Namespace:       info.Namespace,
+		FieldManager:    opts.FieldManager,
+		UserAgent:       c.Request().UserAgent(),
+		Force:           opts.Force != nil && *opts.Force,
+		Subresource:     info.Subresource,
+		FieldValidation: fieldValidation(opts.FieldValidation),
+	}
+	w := write{
+		namespace:   info.Namespace,
+		name:        info.Name,
+		subresource: info.Subresource,
+		manager:     patch.ManagerName(opts.FieldManager, c.Request().UserAgent()),
+		dryRun:      isDryRun(opts.DryRun),
+		allowCreate: pt == types.ApplyPatchType,
+		patched:     true,
+		options:     opts,
+	}
+	patched := func(ctx context.Context, existing runtime.Object) (runtime.Object, error) {
+		obj, err := h.patcher.Patch(ctx, existing, pt, body, popts)
+		if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+			// Patch reports unknown and duplicate fields this way only
+			// under Warn.
+			for _, e := range strictErr.Errors() {
+				for _, m := range yamlWarnings(e.Error()) {
+					warn.add(m)
+				}
+			}
+			return obj, nil
+		}
+		return obj, err
+	}
+	out, created, err := h.updateObject(c.Request().Context(), w, patched, patched)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return h.writeObject(c, code, out)
+}
+
+// validatePatch refuses a body that is not even well-formed in its
+// format before anything is read from storage, with kube's messages.
+func validatePatch(body []byte, pt types.PatchType) error {
+	if pt == types.ApplyPatchType {
+		if _, err := yaml.YAMLToJSON(body); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
+		}
+		return nil
+	}
+	if !json.Valid(body) {
+		return apierrors.NewBadRequest("invalid JSON patch")
+	}
+	return nil
+}

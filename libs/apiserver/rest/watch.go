@@ -1,0 +1,137 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/storage"
+)
+
+// minWatchTimeout is kube-apiserver's --min-request-timeout: a watch
+// without timeoutSeconds ends after a random time between it and twice
+// it, so that clients reconnecting spread out over the replicas.
+const minWatchTimeout = 30 * time.Minute
+
+// WithWatchTimeout sets how long a watch without timeoutSeconds lasts;
+// the default is a random time between 30 and 60 minutes, like kube.
+func WithWatchTimeout(f func() time.Duration) Option {
+	return func(h *Handler) { h.watchTimeout = f }
+}
+
+func defaultWatchTimeout() time.Duration {
+	return time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
+}
+
+// watch answers ?watch=true and /watch/ paths.
+func (h *Handler) watch(c echo.Context, info *requestinfo.Info) error {
+	opts, err := h.listOptions(c.QueryParams(), info)
+	if err != nil {
+		return err
+	}
+	return h.serveWatch(c, info, opts)
+}
+
+// serveWatch streams the changes opts selects as JSON watch events, one
+// per line, each flushed as it is written. It ends when the store ends the
+// watch, when the timeout passes, or when the client goes away.
+func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metainternalversion.ListOptions) error {
+	req := c.Request()
+	out, err := negotiate(req, true)
+	if err != nil {
+		return err
+	}
+	topts, err := tableOptions(c.QueryParams(), out)
+	if err != nil {
+		return err
+	}
+	if out.as != nil && out.as.Kind == "PartialObjectMetadataList" {
+		// Each event carries one object; a list of metadata is its
+		// metadata.
+		gvk := out.as.GroupVersion().WithKind("PartialObjectMetadata")
+		out.as = &gvk
+	}
+	flusher, ok := c.Response().Writer.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("serve watch: response writer %T cannot flush", c.Response().Writer)
+	}
+
+	timeout := h.watchTimeout()
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	defer cancel()
+	w, err := h.store.Watch(ctx, h.collectionPrefix(info), storage.WatchOptions{
+		ResourceVersion:      opts.ResourceVersion,
+		ResourceVersionMatch: opts.ResourceVersionMatch,
+		Predicate:            h.predicate(opts),
+		AllowBookmarks:       opts.AllowWatchBookmarks,
+		SendInitialEvents:    opts.SendInitialEvents,
+	})
+	if err != nil {
+		return apistatus.FromStorage(err, h.r.GroupResource(), "")
+	}
+	defer w.Stop()
+
+	resp := c.Response()
+	resp.Header().Set(echo.HeaderContentType, mediaJSON)
+	resp.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			line, err := h.encodeEvent(ev, out, topts)
+			if err != nil {
+				// The stream has begun: all a client can get now is its end.
+				h.log.Error("encode watch event", "resource", h.r.GroupVersionResource.String(), "error", err)
+				return nil
+			}
+			if _, err := resp.Write(line); err != nil {
+				return nil
+			}
+			flusher.Flush()
+			if topts != nil {
+				// Only the first table of a watch carries the headers.
+				topts.NoHeaders = true
+			}
+		}
+	}
+}
+
+// encodeEvent is one line of the stream: a metav1.WatchEvent whose object
+// is in the negotiated form; an ERROR event carries a Status.
+func (h *Handler) encodeEvent(ev watch.Event, out output, topts *metav1.TableOptions) ([]byte, error) {
+	obj := ev.Object
+	if st, ok := obj.(*metav1.Status); ok {
+		st = st.DeepCopy()
+		st.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+		obj = st
+	} else {
+		var err error
+		if obj, err = h.transform(obj, out, topts); err != nil {
+			return nil, fmt.Errorf("convert %s event: %w", ev.Type, err)
+		}
+	}
+	data, err := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Object: obj}})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	return append(data, '\n'), nil
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/etcd3"
+)
+
+// EtcdStores stores every resource directly in etcd below prefix, with no
+// watch cache. A nil logger discards.
+func EtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger) StoreFunc {
+	logger = orDiscard(logger)
+	return func(r *resource.Resource) (storage.Interface, storage.Keys, error) {
+		keys := storage.NewKeys(prefix, r.GroupVersionResource.Group, r.GroupVersionResource.Resource)
+		return etcd3.New(client, r.Objects, r.Objects.New, etcd3.WithLogger(logger)), keys, nil
+	}
+}
+
+// CachedEtcdStores stores every resource in etcd below prefix behind a
+// watch cache, which serves watches and resourceVersion="0" reads; the
+// server runs each cache. A nil logger discards.
+func CachedEtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger, opts ...cacher.Option) StoreFunc {
+	logger = orDiscard(logger)
+	return func(r *resource.Resource) (storage.Interface, storage.Keys, error) {
+		keys := storage.NewKeys(prefix, r.GroupVersionResource.Group, r.GroupVersionResource.Resource)
+		direct := etcd3.New(client, r.Objects, r.Objects.New, etcd3.WithLogger(logger))
+		c, err := cacher.New(direct, r.Objects.New, keys.Prefix(), append([]cacher.Option{cacher.WithLogger(logger)}, opts...)...)
+		if err != nil {
+			return nil, storage.Keys{}, fmt.Errorf("build watch cache of %s: %w", r.GroupVersionResource, err)
+		}
+		return c, keys, nil
+	}
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

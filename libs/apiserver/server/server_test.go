@@ -1,0 +1,140 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kplane.dev/libs/apiserver/server"
+)
+
+func TestRouting(t *testing.T) {
+	panicky := server.RoutesFunc(func(e *echo.Echo) {
+		e.GET("/panic", func(echo.Context) error { panic("boom") })
+	})
+	f := newFixture(t, direct, panicky)
+
+	for _, tc := range []struct {
+		name, path string
+		code       int
+		reason     metav1.StatusReason
+		message    string
+	}{
+		{"unknown resource", "/api/v1/foos", 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"unknown group", "/apis/nope.io/v1/namespaces/x/widgets", 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"non-resource path", "/nothing/here", 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"unknown subresource", "/apis/example.com/v1/namespaces/x/widgets/w/scale", 404, metav1.StatusReasonNotFound, ""},
+		{"panic", "/panic", 500, metav1.StatusReasonInternalError, "This request caused apiserver to panic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := getStatus(t, f.url+tc.path, "")
+			if int(st.Code) != tc.code || st.Reason != tc.reason || !strings.Contains(st.Message, tc.message) {
+				t.Errorf("GET %s = %d %s %q, want %d %s %q", tc.path, st.Code, st.Reason, st.Message, tc.code, tc.reason, tc.message)
+			}
+		})
+	}
+
+	t.Run("replace resources", func(t *testing.T) {
+		f.seedWidget("ns1", "w", 1)
+		if !servesWidgets(t, f) {
+			t.Fatal("discovery and OpenAPI do not list widgets")
+		}
+		all := f.res
+		if err := f.srv.Replace(all[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if st := getStatus(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets/w", ""); st.Code != 404 {
+			t.Errorf("dropped resource answered %d, want 404", st.Code)
+		}
+		if servesWidgets(t, f) {
+			t.Error("discovery or OpenAPI still list dropped widgets")
+		}
+		if err := f.srv.Replace(all); err != nil {
+			t.Fatal(err)
+		}
+		if resp, body := get(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets/w", ""); resp.StatusCode != 200 {
+			t.Errorf("restored resource answered %d %s", resp.StatusCode, body)
+		}
+		if err := f.srv.Replace(append(all, all[0])); err == nil {
+			t.Error("Replace accepted a resource declared twice")
+		}
+	})
+}
+
+// servesWidgets reports whether both discovery and OpenAPI v3 list
+// widgets.example.com; it fails the test when they disagree.
+func servesWidgets(t *testing.T, f *fixture) bool {
+	t.Helper()
+	_, groups := get(t, f.url+"/apis", "application/json")
+	_, paths := get(t, f.url+"/openapi/v3", "application/json")
+	_, core := get(t, f.url+"/api/v1", "application/json")
+	if !strings.Contains(string(core), `"name":"configmaps"`) {
+		t.Errorf("/api/v1 = %s, want configmaps listed", core)
+	}
+	inDiscovery := strings.Contains(string(groups), `"example.com"`)
+	inOpenAPI := strings.Contains(string(paths), `apis/example.com/v1`)
+	if inDiscovery != inOpenAPI {
+		t.Errorf("discovery lists widgets: %v, OpenAPI: %v (%s / %s)", inDiscovery, inOpenAPI, groups, paths)
+	}
+	return inDiscovery
+}
+
+func TestBodyLimit(t *testing.T) {
+	f := newFixture(t, direct)
+	big := bytes.Repeat([]byte("x"), server.DefaultMaxRequestBodyBytes+1)
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+	}{{"content length", false}, {"chunked", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = bytes.NewReader(big)
+			if tc.chunked {
+				// A reader of unknown length makes the client send chunks.
+				body = io.MultiReader(body)
+			}
+			req, err := http.NewRequestWithContext(f.ctx, http.MethodPost, f.url+"/api/v1/namespaces/ns1/configmaps", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			var st metav1.Status
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 413 || st.Reason != metav1.StatusReasonRequestEntityTooLarge || st.Message != "Request entity too large: limit is 3145728" {
+				t.Errorf("got %d %s %q, want 413 RequestEntityTooLarge", resp.StatusCode, st.Reason, st.Message)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	res := resources(t)
+	for _, tc := range []struct {
+		name string
+		opts server.Options
+		errs int
+	}{
+		{"no stores", server.Options{Resources: res}, 1},
+		{"negative limit", server.Options{Resources: res, Stores: nil, MaxRequestBodyBytes: -1}, 2},
+		{"duplicate", server.Options{Resources: append(res, res[1]), Stores: server.EtcdStores(nil, "", nil)}, 1},
+		{"valid", server.Options{Resources: res, Stores: server.EtcdStores(nil, "", nil)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if errs := tc.opts.Validate(); len(errs) != tc.errs {
+				t.Errorf("Validate() = %v, want %d errors", errs, tc.errs)
+			}
+		})
+	}
+}

@@ -1,0 +1,79 @@
+package changefeed
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseKey(t *testing.T) {
+	const registry = "/kplane/registry/"
+	tests := []struct {
+		key  string
+		want keyParts
+		ok   bool
+	}{
+		{"/kplane/registry/core/configmaps/ns/a", keyParts{resource: "configmaps", namespace: "ns", name: "a"}, true},
+		{"/kplane/registry/core/namespaces/ns", keyParts{resource: "namespaces", name: "ns"}, true},
+		{"/kplane/registry/rbac.authorization.k8s.io/roles/ns/r", keyParts{group: "rbac.authorization.k8s.io", resource: "roles", namespace: "ns", name: "r"}, true},
+		{"/kplane/registry/core/configmaps", keyParts{}, false},
+		{"/kplane/registry/core/configmaps/ns/a/b", keyParts{}, false},
+		{"/kplane/registry/core/configmaps/ns/", keyParts{}, false},
+		{"/other/registry/core/configmaps/ns/a", keyParts{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			got, ok := parseKey(registry, tt.key)
+			if ok != tt.ok || got != tt.want {
+				t.Errorf("parseKey(%q) = %+v, %v; want %+v, %v", tt.key, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestSubjectMatches(t *testing.T) {
+	tests := []struct {
+		filter, subject string
+		want            bool
+	}{
+		{"kplane.changes.>", "kplane.changes.resync", true},
+		{"kplane.changes.*", "kplane.changes.resync", true},
+		{"kplane.changes.resync", "kplane.changes.resync", true},
+		{"kplane.changes.core.>", "kplane.changes.resync", false},
+		{"kplane.changes.*.v1.configmaps", "kplane.changes.resync", false},
+		{"kplane.changes.resync.>", "kplane.changes.resync", false},
+		{"kplane.>", "kplane.changes.core.v1.configmaps", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.filter, func(t *testing.T) {
+			if got := subjectMatches(tt.filter, tt.subject); got != tt.want {
+				t.Errorf("subjectMatches(%q, %q) = %v, want %v", tt.filter, tt.subject, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestServedObject(t *testing.T) {
+	tests := []struct {
+		name, stored, want, version, kind string
+	}{
+		{"core", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"n":"1"}}`,
+			`{"apiVersion":"v1","data":{"n":"1"},"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"42"}}`, "v1", "ConfigMap"},
+		{"group", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r","resourceVersion":"7"}}`,
+			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r","resourceVersion":"42"}}`, "v1", "Role"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj, version, kind, err := servedObject([]byte(tt.stored), 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(obj)); diff != "" || version != tt.version || kind != tt.kind {
+				t.Errorf("served %s %s (-want +got object):\n%s", version, kind, diff)
+			}
+		})
+	}
+	if _, _, _, err := servedObject([]byte("not json"), 1); err == nil {
+		t.Error("servedObject accepted bytes that are not JSON")
+	}
+}

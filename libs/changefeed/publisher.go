@@ -1,0 +1,407 @@
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/libs/storage"
+	proto "kplane.dev/proto/changefeed"
+)
+
+// Defaults.
+const (
+	DefaultMaxAge   = 24 * time.Hour
+	DefaultMaxBytes = 1 << 30
+	// defaultPageSize bounds one etcd read of a snapshot.
+	defaultPageSize = 500
+	// maxInFlight bounds the publishes awaiting their acknowledgement.
+	maxInFlight = 1000
+	// callTimeout bounds each call to JetStream and each wait for
+	// acknowledgements.
+	callTimeout = 30 * time.Second
+)
+
+// Publisher publishes the changes under one etcd registry prefix.
+type Publisher struct {
+	etcd     *clientv3.Client
+	js       jetstream.JetStream
+	keys     func(group, resource string) storage.Keys
+	registry string // <prefix>/registry/
+	o        options
+}
+
+type options struct {
+	stream, subjectRoot string
+	maxAge              time.Duration
+	maxBytes            int64
+	replicas            int
+	kinds               map[schema.GroupResource]schema.GroupVersionKind
+	pageSize            int64
+	retry               time.Duration
+	logger              *slog.Logger
+}
+
+// Option configures a Publisher.
+type Option func(*options)
+
+// WithStream publishes to stream name, on subjects below subjectRoot
+// (default proto StreamName and SubjectRoot). Two publishers must not share
+// a stream: each resumes from the stream's last message.
+func WithStream(name, subjectRoot string) Option {
+	return func(o *options) { o.stream, o.subjectRoot = name, subjectRoot }
+}
+
+// WithMaxAge sets how long the stream keeps a message (default one day).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// WithMaxBytes sets how large the stream may grow before it drops its
+// oldest messages (default 1 GiB).
+func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
+
+// WithReplicas sets the stream's replicas in a NATS cluster (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithKinds publishes only the resources named in kinds, under the
+// version and kind given there. Without it every key under the prefix is
+// published, under the version and kind of the stored object's apiVersion
+// and kind.
+func WithKinds(kinds map[schema.GroupResource]schema.GroupVersionKind) Option {
+	return func(o *options) { o.kinds = kinds }
+}
+
+// WithPageSize sets how many objects one etcd read of a snapshot returns
+// (default 500).
+func WithPageSize(n int64) Option { return func(o *options) { o.pageSize = n } }
+
+// WithRetryInterval sets the wait before starting again after an error
+// (default one second).
+func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
+
+// WithLogger logs errors, resyncs and where publishing resumes.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// NewPublisher returns a publisher of the changes under
+// <prefix>/registry/ in etcd to JetStream.
+func NewPublisher(etcd *clientv3.Client, js jetstream.JetStream, prefix string, opts ...Option) *Publisher {
+	o := options{
+		stream: proto.StreamName, subjectRoot: proto.SubjectRoot,
+		maxAge: DefaultMaxAge, maxBytes: DefaultMaxBytes, replicas: 1,
+		pageSize: defaultPageSize, retry: time.Second,
+		logger: slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Publisher{
+		etcd:     etcd,
+		js:       js,
+		keys:     func(group, resource string) storage.Keys { return storage.NewKeys(prefix, group, resource) },
+		registry: strings.TrimSuffix(prefix, "/") + "/registry/",
+		o:        o,
+	}
+}
+
+// Run publishes until ctx ends, then returns nil. Run it on one replica
+// at a time (under kplane.dev/libs/election); an error in the middle
+// starts it over from the stream's last message after the retry interval.
+func (p *Publisher) Run(ctx context.Context) error {
+	for {
+		err := p.publish(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.o.logger.Warn("change feed interrupted", "stream", p.o.stream, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.o.retry):
+		}
+	}
+}
+
+// position is where the stream ends, as its last message says.
+type position struct {
+	// rev is the revision of the last message; 0 if the stream has none.
+	rev int64
+	// snapshot: the last message is a resync marker or a snapshot
+	// object, and key the key of that object ("" for the marker).
+	snapshot bool
+	key      string
+	// part of parts: the last message is the part-th published change of
+	// the parts of revision rev.
+	part, parts int
+}
+
+// errResync says the publisher cannot continue from the stream's end.
+type errResync struct{ reason string }
+
+func (e errResync) Error() string { return "resync needed: " + e.reason }
+
+// publish publishes from where the stream ends until ctx ends or an error.
+func (p *Publisher) publish(ctx context.Context) error {
+	stream, err := p.ensureStream(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read stream %s: %w", p.o.stream, err)
+	}
+	out := &sink{js: p.js, seq: info.State.LastSeq}
+	pos, err := p.position(ctx, stream, info.State.LastSeq)
+	if err != nil {
+		return err
+	}
+	p.o.logger.Info("change feed resuming", "stream", p.o.stream, "revision", pos.rev, "snapshot", pos.snapshot)
+	for {
+		err := p.follow(ctx, out, pos)
+		var resync errResync
+		if !errors.As(err, &resync) {
+			return err
+		}
+		p.o.logger.Warn("change feed resync", "stream", p.o.stream, "reason", resync.reason)
+		if pos, err = p.resync(ctx, out); err != nil {
+			return err
+		}
+	}
+}
+
+func (p *Publisher) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	stream, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        p.o.stream,
+		Description: "kplane change feed: every committed change, in commit order (see kplane.dev/proto/changefeed)",
+		Subjects:    []string{p.o.subjectRoot + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      p.o.maxAge,
+		MaxBytes:    p.o.maxBytes,
+		Replicas:    p.o.replicas,
+		Storage:     jetstream.FileStorage,
+		AllowDirect: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create or update stream %s: %w", p.o.stream, err)
+	}
+	return stream, nil
+}
+
+// position reads the stream's last message, sequence last.
+func (p *Publisher) position(ctx context.Context, stream jetstream.Stream, last uint64) (position, error) {
+	if last == 0 {
+		return position{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	msg, err := stream.GetMsg(ctx, last)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Limits dropped every message: nothing says where to go on.
+		return position{}, nil
+	}
+	if err != nil {
+		return position{}, fmt.Errorf("read last message %d of stream %s: %w", last, p.o.stream, err)
+	}
+	rev, err := revision(msg.Header)
+	if err != nil {
+		return position{}, fmt.Errorf("last message %d of stream %s: %w", last, p.o.stream, err)
+	}
+	if msg.Header.Get(proto.HeaderSnapshot) != "" {
+		if msg.Subject == p.o.subjectRoot+".resync" {
+			return position{rev: rev, snapshot: true}, nil
+		}
+		var e proto.Event
+		if err := json.Unmarshal(msg.Data, &e); err != nil {
+			return position{}, fmt.Errorf("decode last message %d of stream %s: %w", last, p.o.stream, err)
+		}
+		return position{rev: rev, snapshot: true, key: p.keys(e.Group, e.Resource).Object(e.Namespace, e.Name)}, nil
+	}
+	var pos position
+	if _, err := fmt.Sscanf(msg.Header.Get(proto.HeaderRevisionPart), "%d/%d", &pos.part, &pos.parts); err != nil {
+		return position{}, fmt.Errorf("last message %d of stream %s: header %s: %w", last, p.o.stream, proto.HeaderRevisionPart, err)
+	}
+	pos.rev = rev
+	return pos, nil
+}
+
+func revision(h nats.Header) (int64, error) {
+	rev, err := strconv.ParseInt(h.Get(proto.HeaderRevision), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("header %s: %w", proto.HeaderRevision, err)
+	}
+	return rev, nil
+}
+
+// follow publishes from pos on; it returns errResync if it cannot.
+func (p *Publisher) follow(ctx context.Context, out *sink, pos position) error {
+	switch {
+	case pos.snapshot:
+		if err := p.snapshot(ctx, out, pos.rev, pos.key); err != nil {
+			return err
+		}
+		return p.watch(ctx, out, pos.rev+1, 0, 0)
+	case pos.rev == 0:
+		return errResync{reason: "the stream holds no message to resume from"}
+	case pos.part >= pos.parts:
+		return p.watch(ctx, out, pos.rev+1, 0, 0)
+	default:
+		return p.watch(ctx, out, pos.rev, pos.rev, pos.part)
+	}
+}
+
+// resync publishes a resync marker at the current revision and returns
+// the position right after it.
+func (p *Publisher) resync(ctx context.Context, out *sink) (position, error) {
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	resp, err := p.etcd.Get(rctx, p.registry, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return position{}, fmt.Errorf("read current revision: %w", err)
+	}
+	rev := resp.Header.Revision
+	data, err := json.Marshal(proto.Event{Type: proto.Resync, ResourceVersion: strconv.FormatInt(rev, 10)})
+	if err != nil {
+		return position{}, fmt.Errorf("encode resync marker: %w", err)
+	}
+	h := nats.Header{}
+	h.Set(proto.HeaderMsgID, "r:"+strconv.FormatInt(rev, 10))
+	h.Set(proto.HeaderRevision, strconv.FormatInt(rev, 10))
+	h.Set(proto.HeaderSnapshot, "true")
+	if err := out.publish(ctx, &nats.Msg{Subject: p.o.subjectRoot + ".resync", Header: h, Data: data}); err != nil {
+		return position{}, err
+	}
+	if err := out.flush(ctx); err != nil {
+		return position{}, err
+	}
+	return position{rev: rev, snapshot: true}, nil
+}
+
+// snapshot publishes every object stored at rev whose key sorts after
+// after ("" for all), as ADDED.
+func (p *Publisher) snapshot(ctx context.Context, out *sink, rev int64, after string) error {
+	end := clientv3.GetPrefixRangeEnd(p.registry)
+	from := p.registry
+	if after != "" {
+		from = after + "\x00"
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		resp, err := p.etcd.Get(rctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(p.o.pageSize))
+		cancel()
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return errResync{reason: fmt.Sprintf("revision %d of the snapshot was compacted", rev)}
+		}
+		if err != nil {
+			return fmt.Errorf("list %s at revision %d: %w", p.registry, rev, err)
+		}
+		for _, kv := range resp.Kvs {
+			m, ok, err := p.change(proto.Added, string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				p.o.logger.Error("change feed skips an object", "err", err)
+			}
+			if !ok {
+				continue
+			}
+			m.id = "s:" + strconv.FormatInt(rev, 10) + ":" + string(kv.Key)
+			m.rev = rev
+			if err := out.publishMessage(ctx, m, true, ""); err != nil {
+				return err
+			}
+		}
+		if err := out.flush(ctx); err != nil {
+			return err
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// watch publishes the changes from revision from on, leaving out the
+// first skip published changes of revision skipRev (published already).
+func (p *Publisher) watch(ctx context.Context, out *sink, from, skipRev int64, skip int) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range p.etcd.Watch(wctx, p.registry, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV()) {
+		if resp.CompactRevision != 0 {
+			return errResync{reason: fmt.Sprintf("etcd compacted revision %d, the first not yet published is %d", resp.CompactRevision, from)}
+		}
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("watch %s from revision %d: %w", p.registry, from, err)
+		}
+		// A revision's events arrive in one response; its published
+		// changes are numbered so a successor can resume inside it.
+		events := resp.Events
+		for len(events) > 0 {
+			rev := events[0].Kv.ModRevision
+			n := 1
+			for n < len(events) && events[n].Kv.ModRevision == rev {
+				n++
+			}
+			msgs := p.changes(events[:n])
+			events = events[n:]
+			for i, m := range msgs {
+				if rev == skipRev && i < skip {
+					continue
+				}
+				if err := out.publishMessage(ctx, m, false, strconv.Itoa(i+1)+"/"+strconv.Itoa(len(msgs))); err != nil {
+					return err
+				}
+			}
+		}
+		if err := out.flush(ctx); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("watch %s from revision %d: closed", p.registry, from)
+}
+
+// changes builds the messages of the events of one revision.
+func (p *Publisher) changes(events []*clientv3.Event) []message {
+	var msgs []message
+	for _, e := range events {
+		var (
+			m   message
+			ok  bool
+			err error
+		)
+		rev := e.Kv.ModRevision
+		switch {
+		case e.Type == mvccpb.DELETE && e.PrevKv != nil:
+			m, ok, err = p.change(proto.Deleted, string(e.Kv.Key), e.PrevKv.Value, rev)
+		case e.Type == mvccpb.DELETE:
+			m, ok, err = p.change(proto.Deleted, string(e.Kv.Key), nil, rev)
+		case e.IsCreate():
+			m, ok, err = p.change(proto.Added, string(e.Kv.Key), e.Kv.Value, rev)
+		default:
+			m, ok, err = p.change(proto.Modified, string(e.Kv.Key), e.Kv.Value, rev)
+		}
+		if err != nil {
+			p.o.logger.Error("change feed skips a change", "err", err)
+		}
+		if !ok {
+			continue
+		}
+		m.id = "c:" + strconv.FormatInt(rev, 10) + ":" + string(e.Kv.Key)
+		m.rev = rev
+		msgs = append(msgs, m)
+	}
+	return msgs
+}

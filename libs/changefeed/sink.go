@@ -1,0 +1,77 @@
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	proto "kplane.dev/proto/changefeed"
+)
+
+// sink publishes to the stream in order, several messages in flight,
+// each expecting the stream's last sequence to be the previous one's: a
+// publisher that is not the only one writing fails instead of
+// interleaving.
+type sink struct {
+	js      jetstream.JetStream
+	seq     uint64 // the stream's last sequence once every pending publish lands
+	pending []jetstream.PubAckFuture
+}
+
+// publishMessage publishes m; part is "i/n" for a change, snapshot is set
+// for a snapshot object.
+func (s *sink) publishMessage(ctx context.Context, m message, snapshot bool, part string) error {
+	data, err := json.Marshal(m.event)
+	if err != nil {
+		return fmt.Errorf("encode change %s: %w", m.id, err)
+	}
+	h := nats.Header{}
+	h.Set(proto.HeaderMsgID, m.id)
+	h.Set(proto.HeaderRevision, strconv.FormatInt(m.rev, 10))
+	if snapshot {
+		h.Set(proto.HeaderSnapshot, "true")
+	} else {
+		h.Set(proto.HeaderRevisionPart, part)
+	}
+	return s.publish(ctx, &nats.Msg{Subject: m.subject, Header: h, Data: data})
+}
+
+func (s *sink) publish(ctx context.Context, msg *nats.Msg) error {
+	if len(s.pending) >= maxInFlight {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+	}
+	f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequence(s.seq))
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msg.Header.Get(proto.HeaderMsgID), err)
+	}
+	s.seq++
+	s.pending = append(s.pending, f)
+	return nil
+}
+
+// flush waits until every pending publish is stored. After an error the
+// sink is done with: the publisher starts over from the stream's end.
+func (s *sink) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	for _, f := range s.pending {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				return fmt.Errorf("publish %s: the stream holds it already, so another publisher is writing", f.Msg().Header.Get(proto.HeaderMsgID))
+			}
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Header.Get(proto.HeaderMsgID), err)
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the acknowledgement of %s: %w", f.Msg().Header.Get(proto.HeaderMsgID), ctx.Err())
+		}
+	}
+	s.pending = s.pending[:0]
+	return nil
+}

@@ -1,0 +1,75 @@
+package command_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"kplane.dev/libs/command"
+)
+
+type options struct{ name string }
+
+func (o *options) AddFlags(fs *pflag.FlagSet) { fs.StringVar(&o.name, "name", "", "who to greet") }
+
+func (o *options) Config(io.Writer) (string, error) {
+	if o.name == "" {
+		return "", errors.New("--name is required")
+	}
+	return o.name, nil
+}
+
+type server struct{}
+
+func (s server) Run(ctx context.Context) error { return nil }
+
+func TestRun(t *testing.T) {
+	cases := []struct {
+		args    []string
+		wantErr string
+		wantRan string
+		wantOut string
+	}{
+		{args: []string{"--name=a"}, wantRan: "a"},
+		{args: []string{}, wantErr: "--name is required"},
+		{args: []string{"--nope"}, wantErr: "unknown flag: --nope"},
+		{args: []string{"--help"}, wantOut: "--name string"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var ran string
+			var out bytes.Buffer
+			err := command.Run(context.Background(), "test", tc.args, &out, &options{}, func(cfg string) (server, error) {
+				ran = cfg
+				return server{}, nil
+			})
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if ran != tc.wantRan || !strings.Contains(out.String(), tc.wantOut) {
+				t.Fatalf("built with %q, printed %q", ran, out.String())
+			}
+		})
+	}
+}
+
+func TestLogFormat(t *testing.T) {
+	for _, f := range []string{"json", "text"} {
+		if err := command.ValidateLogFormat(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if err := command.ValidateLogFormat("xml"); err == nil || err.Error() != `--log-format: want json or text, got "xml"` {
+		t.Errorf("xml: %v", err)
+	}
+	var out bytes.Buffer
+	command.NewLogger("json", &out).Info("hello")
+	if !strings.HasPrefix(out.String(), "{") {
+		t.Errorf("json logger wrote %q", out.String())
+	}
+}

@@ -1,0 +1,355 @@
+package cacher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kplane.dev/libs/storage"
+)
+
+// ProgressRequester is what the cacher needs of etcd beyond
+// storage.Interface to serve consistent reads from memory.
+type ProgressRequester interface {
+	// CurrentRevision is a linearizable read of etcd's current revision.
+	CurrentRevision(ctx context.Context) (int64, error)
+	// RequestWatchProgress makes the store's watches opened with
+	// AllowBookmarks emit a BOOKMARK at etcd's current revision.
+	RequestWatchProgress(ctx context.Context) error
+}
+
+// Store is the store beneath the cache: etcd3.Store satisfies it.
+type Store interface {
+	storage.Interface
+	ProgressRequester
+}
+
+// Option changes a Cacher's configuration.
+type Option func(*config)
+
+type config struct {
+	history          int
+	waitTimeout      time.Duration
+	bookmarkInterval time.Duration
+	progressInterval time.Duration
+	watcherBuffer    int
+	slowWatcherGrace time.Duration
+	retryInterval    time.Duration
+	logger           *slog.Logger
+}
+
+// WithHistory sets how many recent events the cache keeps for watches that
+// resume from a resourceVersion (default 1024); older ones get 410 Expired.
+func WithHistory(n int) Option { return func(c *config) { c.history = n } }
+
+// WithWaitTimeout bounds how long a read or watch at resourceVersion N, or
+// a consistent read, waits for the cache to reach the revision it needs
+// (default 3s).
+func WithWaitTimeout(d time.Duration) Option { return func(c *config) { c.waitTimeout = d } }
+
+// WithBookmarkInterval sets how often watchers that allow bookmarks get one
+// (default 1 minute, like kube-apiserver).
+func WithBookmarkInterval(d time.Duration) Option {
+	return func(c *config) { c.bookmarkInterval = d }
+}
+
+// WithProgressRequestInterval sets how often a read waiting for the cache
+// asks etcd for a progress notification again (default 100ms).
+func WithProgressRequestInterval(d time.Duration) Option {
+	return func(c *config) { c.progressInterval = d }
+}
+
+// WithWatcherBuffer sets how many events a watcher may have pending before
+// it counts as slow (default 100).
+func WithWatcherBuffer(n int) Option { return func(c *config) { c.watcherBuffer = n } }
+
+// WithSlowWatcherGrace sets how long one event's delivery waits for slow
+// watchers, in total, before ending them (default 250ms).
+func WithSlowWatcherGrace(d time.Duration) Option {
+	return func(c *config) { c.slowWatcherGrace = d }
+}
+
+// WithRetryInterval sets the pause before listing or watching etcd again
+// after a failure (default 1s).
+func WithRetryInterval(d time.Duration) Option { return func(c *config) { c.retryInterval = d } }
+
+// WithLogger sets where the cache reports failures of its etcd watch.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Cacher serves one resource from memory. Build it with New and start Run;
+// until Run has listed the resource, reads go to the store beneath.
+type Cacher struct {
+	store  Store
+	newObj func() runtime.Object
+	prefix string
+	cfg    config
+
+	// mu guards st, watchers and stopping. The dispatcher never holds it
+	// while it sends to a watcher.
+	mu       sync.RWMutex
+	st       state
+	watchers map[*watcher]struct{}
+	stopping bool
+
+	// watcherWG counts watcher goroutines; Run waits for them on its way out.
+	watcherWG sync.WaitGroup
+	// targets is the dispatcher's scratch list of the watchers of one event.
+	targets []*watcher
+}
+
+var _ storage.Interface = (*Cacher)(nil)
+
+// New returns the cache of the objects below prefix (a resource's
+// storage.Keys.Prefix) kept in store; newObj returns an empty object of
+// the resource's kind, used for bookmarks.
+func New(store Store, newObj func() runtime.Object, prefix string, opts ...Option) (*Cacher, error) {
+	cfg := config{
+		history:          1024,
+		waitTimeout:      3 * time.Second,
+		bookmarkInterval: time.Minute,
+		progressInterval: 100 * time.Millisecond,
+		watcherBuffer:    100,
+		slowWatcherGrace: 250 * time.Millisecond,
+		retryInterval:    time.Second,
+		logger:           slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := storage.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("build cacher: %w", err)
+	}
+	for name, d := range map[string]time.Duration{
+		"wait timeout": cfg.waitTimeout, "bookmark interval": cfg.bookmarkInterval,
+		"progress request interval": cfg.progressInterval, "retry interval": cfg.retryInterval,
+	} {
+		if d <= 0 {
+			return nil, fmt.Errorf("build cacher: %s must be positive, got %v", name, d)
+		}
+	}
+	if cfg.history <= 0 || cfg.watcherBuffer <= 0 || cfg.slowWatcherGrace < 0 || cfg.logger == nil {
+		return nil, fmt.Errorf("build cacher: history and watcher buffer must be positive, grace not negative, logger set")
+	}
+	return &Cacher{
+		store:    store,
+		newObj:   newObj,
+		prefix:   prefix,
+		cfg:      cfg,
+		st:       newState(cfg.history),
+		watchers: make(map[*watcher]struct{}),
+	}, nil
+}
+
+// Compact tells the cache that etcd dropped the history before rev, so
+// that a watch from an older revision gets 410 Expired from the cache just
+// as it would from etcd. Whoever compacts etcd calls it.
+func (c *Cacher) Compact(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// etcd still serves a watch from rev-1: it streams from rev on.
+	c.st.floor = max(c.st.floor, rev-1)
+}
+
+// Create writes through to the store.
+func (c *Cacher) Create(ctx context.Context, key string, obj runtime.Object) (runtime.Object, error) {
+	return c.store.Create(ctx, key, obj)
+}
+
+// GuaranteedUpdate writes through to the store.
+func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) (runtime.Object, error) {
+	return c.store.GuaranteedUpdate(ctx, key, preconditions, tryUpdate)
+}
+
+// Delete writes through to the store.
+func (c *Cacher) Delete(ctx context.Context, key string, preconditions *storage.Preconditions, validate storage.ValidateDeletionFunc) (runtime.Object, error) {
+	return c.store.Delete(ctx, key, preconditions, validate)
+}
+
+// Get reads the latest revision ("") from the store and anything else from
+// the cache, once the cache has the revision asked for. A miss at "0" is
+// checked with the store.
+func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions) (runtime.Object, error) {
+	if opts.ResourceVersion == "" || !strings.HasPrefix(key, c.prefix) {
+		return c.store.Get(ctx, key, opts)
+	}
+	rv, err := parseRV(key, opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if rv == 0 && !c.ready() {
+		return c.store.Get(ctx, key, opts)
+	}
+	if err := c.waitFor(ctx, key, rv); err != nil {
+		return nil, err
+	}
+	c.mu.RLock()
+	obj, ok := c.st.get(key)
+	c.mu.RUnlock()
+	if !ok {
+		if rv == 0 {
+			// Any revision will do, and etcd's is one: asking it keeps a
+			// client that just created the object from being told it is
+			// missing because the cache is a few milliseconds behind.
+			return c.store.Get(ctx, key, opts)
+		}
+		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
+	}
+	return obj.DeepCopyObject(), nil
+}
+
+// List serves resourceVersion "0", "N" (not older than) and consistent
+// ("") reads from the cache; exact-revision and paginated reads, and a
+// consistent read the cache cannot catch up with in time, go to the store.
+func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptions) (*storage.ListResult, error) {
+	if err := storage.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if c.delegateList(prefix, opts) {
+		return c.store.List(ctx, prefix, opts)
+	}
+	if opts.ResourceVersion == "" {
+		rv, err := c.store.CurrentRevision(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read current revision for a consistent list of %s: %w", prefix, err)
+		}
+		if reached, err := c.waitUntil(ctx, rv); err != nil {
+			return nil, err
+		} else if !reached {
+			return c.store.List(ctx, prefix, opts)
+		}
+		return c.list(prefix, opts.Predicate), nil
+	}
+	rv, err := parseRV(prefix, opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if rv == 0 && !c.ready() {
+		return c.store.List(ctx, prefix, opts)
+	}
+	if err := c.waitFor(ctx, prefix, rv); err != nil {
+		return nil, err
+	}
+	return c.list(prefix, opts.Predicate), nil
+}
+
+// delegateList reports whether the cache cannot answer a list, which is
+// what kube-apiserver's cacher sends to etcd: exact revisions and pages
+// (except at resourceVersion "0", where the limit may be ignored).
+func (c *Cacher) delegateList(prefix string, opts storage.ListOptions) bool {
+	switch {
+	case !strings.HasPrefix(prefix, c.prefix), opts.Continue != "":
+		return true
+	case opts.ResourceVersionMatch != "" && opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan:
+		return true
+	case opts.Limit > 0 && opts.ResourceVersion != "0":
+		return true
+	}
+	return false
+}
+
+func (c *Cacher) list(prefix string, pred storage.SelectionPredicate) *storage.ListResult {
+	c.mu.RLock()
+	below := c.st.below(prefix)
+	matched := make([]runtime.Object, 0, len(below))
+	for _, e := range below {
+		if ok, err := pred.Matches(e.obj); err == nil && ok {
+			matched = append(matched, e.obj)
+		}
+	}
+	rv := c.st.rv
+	c.mu.RUnlock()
+	for i, obj := range matched {
+		matched[i] = obj.DeepCopyObject()
+	}
+	return &storage.ListResult{Items: matched, ResourceVersion: rv}
+}
+
+func (c *Cacher) ready() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.st.ready
+}
+
+// waitFor waits until the cache has seen rv, or fails with
+// ErrCodeTooLargeResourceVersion.
+func (c *Cacher) waitFor(ctx context.Context, key string, rv int64) error {
+	reached, err := c.waitUntil(ctx, rv)
+	if err != nil || reached {
+		return err
+	}
+	c.mu.RLock()
+	current := c.st.rv
+	c.mu.RUnlock()
+	return storage.NewError(storage.ErrCodeTooLargeResourceVersion, key, current,
+		fmt.Sprintf("Too large resource version: %d, current: %d", rv, current))
+}
+
+// waitUntil waits up to the wait timeout for the cache to be ready at rv or
+// later, asking etcd for progress notifications meanwhile so that an idle
+// resource's cache learns that etcd's revision moved on.
+func (c *Cacher) waitUntil(ctx context.Context, rv int64) (bool, error) {
+	deadline := time.NewTimer(c.cfg.waitTimeout)
+	defer deadline.Stop()
+	var again <-chan time.Time
+	for {
+		c.mu.RLock()
+		current, ready, advanced := c.st.rv, c.st.ready, c.st.advanced
+		c.mu.RUnlock()
+		if ready && current >= rv {
+			return true, nil
+		}
+		if ready && again == nil {
+			ticker := time.NewTicker(c.cfg.progressInterval)
+			defer ticker.Stop()
+			again = ticker.C
+			c.requestProgress(ctx)
+		}
+		select {
+		case <-advanced:
+		case <-again:
+			c.requestProgress(ctx)
+		case <-deadline.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("wait for the cache of %s to reach revision %d: %w", c.prefix, rv, ctx.Err())
+		}
+	}
+}
+
+func (c *Cacher) requestProgress(ctx context.Context) {
+	if err := c.store.RequestWatchProgress(ctx); err != nil {
+		c.cfg.logger.DebugContext(ctx, "request watch progress", "prefix", c.prefix, "error", err)
+	}
+}
+
+// keyOf is the key the store keeps obj at.
+func (c *Cacher) keyOf(obj runtime.Object) (string, int64, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", 0, fmt.Errorf("read metadata of a watched object: %w", err)
+	}
+	rv, err := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("read resourceVersion of watched object %s/%s: %w", m.GetNamespace(), m.GetName(), err)
+	}
+	if m.GetNamespace() == "" {
+		return c.prefix + m.GetName(), rv, nil
+	}
+	return c.prefix + m.GetNamespace() + "/" + m.GetName(), rv, nil
+}
+
+func parseRV(key, s string) (int64, error) {
+	rv, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || rv < 0 {
+		return 0, storage.NewError(storage.ErrCodeInvalidRequest, key, 0, fmt.Sprintf("invalid resourceVersion %q", s))
+	}
+	return rv, nil
+}

@@ -1,0 +1,364 @@
+package cacher_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"kplane.dev/libs/etcdtest"
+	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/cacher"
+)
+
+func TestReadsAtZeroAreServedFromMemory(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create("ns1", "a", nil, "1")
+	rv := f.create("ns2", "b", nil, "2")
+	f.synced(rv)
+
+	// With etcd gone, only the cache can answer.
+	f.etcd.Stop()
+	res, err := f.cacher.List(f.ctx, f.keys.NamespacePrefix("ns2"), storage.ListOptions{ResourceVersion: "0", Limit: 1})
+	if err != nil {
+		t.Fatalf("list at 0 with etcd stopped: %v", err)
+	}
+	if len(res.Items) != 1 || res.Items[0].(*corev1.ConfigMap).Name != "b" || res.ResourceVersion != rv {
+		t.Fatalf("list at 0 = %d items at %d, want b at %d", len(res.Items), res.ResourceVersion, rv)
+	}
+	obj, err := f.cacher.Get(f.ctx, f.keys.Object("ns1", "a"), storage.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatalf("get at 0 with etcd stopped: %v", err)
+	}
+	// Callers may change what they get; the cache must not see it.
+	obj.(*corev1.ConfigMap).Data["v"] = "changed"
+	again, err := f.cacher.Get(f.ctx, f.keys.Object("ns1", "a"), storage.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatalf("get at 0 again: %v", err)
+	}
+	if v := again.(*corev1.ConfigMap).Data["v"]; v != "1" {
+		t.Fatalf("cached object changed through a returned copy: v = %q", v)
+	}
+	if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns1", "missing"), storage.GetOptions{ResourceVersion: strconv.FormatInt(rv, 10)}); !storage.IsNotFound(err) {
+		t.Fatalf("get missing at %d: err = %v, want not found", rv, err)
+	}
+}
+
+func TestListsComeInKeyOrderWithSelectors(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create("ns2", "c", map[string]string{"app": "x"}, "")
+	f.create("ns1", "b", map[string]string{"app": "y"}, "")
+	f.create("ns10", "d", map[string]string{"app": "x"}, "")
+	rv := f.create("ns1", "a", map[string]string{"app": "x"}, "")
+	f.synced(rv)
+
+	x := storage.SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"app": "x"})}
+	tests := []struct {
+		name   string
+		prefix string
+		opts   storage.ListOptions
+		want   []string
+	}{
+		{"all at 0", f.keys.Prefix(), storage.ListOptions{ResourceVersion: "0"}, []string{"a", "b", "d", "c"}},
+		{"consistent", f.keys.Prefix(), storage.ListOptions{}, []string{"a", "b", "d", "c"}},
+		{"namespace is not a prefix of another", f.keys.NamespacePrefix("ns1"), storage.ListOptions{ResourceVersion: "0"}, []string{"a", "b"}},
+		{"label selector", f.keys.Prefix(), storage.ListOptions{ResourceVersion: strconv.FormatInt(rv, 10), Predicate: x}, []string{"a", "d", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := f.cacher.List(f.ctx, tt.prefix, tt.opts)
+			if err != nil {
+				t.Fatalf("list: %v", err)
+			}
+			var names []string
+			for _, o := range res.Items {
+				names = append(names, o.(*corev1.ConfigMap).Name)
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Fatalf("list = %v, want %v", names, tt.want)
+			}
+		})
+	}
+}
+
+func TestConsistentListOfAnIdleResourceIsServedFromMemory(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, ""))
+	// etcd moves on while the resource stays idle: only a progress
+	// notification can tell the cache it is current.
+	want := f.bumpEtcd()
+	before := f.store.lists.Load()
+	res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{})
+	if err != nil {
+		t.Fatalf("consistent list: %v", err)
+	}
+	if res.ResourceVersion < want || len(res.Items) != 1 {
+		t.Fatalf("consistent list = %d items at %d, want 1 at %d or later", len(res.Items), res.ResourceVersion, want)
+	}
+	if n := f.store.lists.Load() - before; n != 0 {
+		t.Fatalf("consistent list went to etcd %d times, want it served from the cache", n)
+	}
+}
+
+func TestReadsAheadOfTheCache(t *testing.T) {
+	f := newFixture(t, nil, cacher.WithWaitTimeout(50*time.Millisecond))
+	rv := f.create("ns", "a", nil, "")
+	f.synced(rv)
+	ahead := strconv.FormatInt(rv+1000, 10)
+	if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{ResourceVersion: ahead}); storage.CodeOf(err) != storage.ErrCodeTooLargeResourceVersion {
+		t.Fatalf("get at %s: err = %v, want too large resource version", ahead, err)
+	}
+	if _, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: ahead}); storage.CodeOf(err) != storage.ErrCodeTooLargeResourceVersion {
+		t.Fatalf("list at %s: err = %v, want too large resource version", ahead, err)
+	}
+}
+
+func TestGetAtARevisionEtcdReachedWaitsOnAnIdleResource(t *testing.T) {
+	f := newFixture(t, nil)
+	rv := f.create("ns", "a", nil, "")
+	f.synced(rv)
+	later := f.bumpEtcd()
+	obj, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{ResourceVersion: strconv.FormatInt(later, 10)})
+	if err != nil {
+		t.Fatalf("get at %d: %v", later, err)
+	}
+	if got := rvOf(t, obj); got != rv {
+		t.Fatalf("get at %d returned the object at %d, want %d", later, got, rv)
+	}
+}
+
+func TestWatchReplaysHistoryThenFollows(t *testing.T) {
+	f := newFixture(t, nil)
+	from := f.create("ns", "a", nil, "1")
+	rvB := f.create("ns", "b", nil, "1")
+	rvA := f.update("ns", "a", nil, "2")
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(from, 10)})
+	rvDel := f.delete("ns", "b")
+	expect(t, w,
+		got{watch.Added, "b", "1", rvB},
+		got{watch.Modified, "a", "2", rvA},
+		got{watch.Deleted, "b", "1", rvDel},
+	)
+}
+
+func TestWatchOlderThanHistoryIsExpired(t *testing.T) {
+	f := newFixture(t, nil, cacher.WithHistory(3))
+	first := f.create("ns", "o0", nil, "")
+	var last int64
+	for i := 1; i < 6; i++ {
+		last = f.create("ns", "o"+strconv.Itoa(i), nil, "")
+	}
+	f.synced(last)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(first, 10)})
+	evs := expectClosed(t, w)
+	if len(evs) != 1 || evs[0].Type != watch.Error {
+		t.Fatalf("watch from %d delivered %v, want one error", first, evs)
+	}
+	st, ok := evs[0].Object.(*metav1.Status)
+	oldest := last - 3 // the three newest events are held
+	wantMsg := "too old resource version: " + strconv.FormatInt(first, 10) + " (" + strconv.FormatInt(oldest, 10) + ")"
+	if !ok || st.Code != 410 || st.Reason != metav1.StatusReasonExpired || st.Message != wantMsg {
+		t.Fatalf("error event = %#v, want 410 Expired %q", evs[0].Object, wantMsg)
+	}
+	// The oldest revision still served works.
+	w = f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(oldest, 10)})
+	if ev := next(t, w); describe(t, ev).rv != oldest+1 {
+		t.Fatalf("watch from %d starts with %+v, want the event at %d", oldest, describe(t, ev), oldest+1)
+	}
+}
+
+func TestWatchFromZeroAndInitialEvents(t *testing.T) {
+	f := newFixture(t, nil)
+	rvA := f.create("ns", "a", nil, "1")
+	rvB := f.create("ns", "b", nil, "1")
+	f.synced(rvB)
+
+	legacy := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0"})
+	expect(t, legacy, got{watch.Added, "a", "1", rvA}, got{watch.Added, "b", "1", rvB})
+
+	yes := true
+	streaming := f.watch(f.keys.Prefix(), storage.WatchOptions{
+		SendInitialEvents:    &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowBookmarks:       true,
+	})
+	expect(t, streaming, got{watch.Added, "a", "1", rvA}, got{watch.Added, "b", "1", rvB})
+	select {
+	case ev := <-streaming.ResultChan():
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if ev.Type != watch.Bookmark || !ok || cm.Annotations[metav1.InitialEventsAnnotationKey] != "true" || rvOf(t, cm) < rvB {
+			t.Fatalf("after the initial events got %s %#v, want the annotated bookmark at %d or later", ev.Type, ev.Object, rvB)
+		}
+	case <-time.After(wait):
+		t.Fatal("no bookmark after the initial events")
+	}
+	rvC := f.create("ns", "c", nil, "1")
+	expect(t, legacy, got{watch.Added, "c", "1", rvC})
+	expect(t, streaming, got{watch.Added, "c", "1", rvC})
+}
+
+func TestWatchSelectorTransitions(t *testing.T) {
+	f := newFixture(t, nil)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{
+		ResourceVersion: "0",
+		Predicate:       storage.SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"app": "x"})},
+	})
+	in, out := map[string]string{"app": "x"}, map[string]string{"app": "y"}
+	rv1 := f.create("ns", "a", in, "1")
+	f.create("ns", "other", out, "1")
+	rv2 := f.update("ns", "a", in, "2")
+	rv3 := f.update("ns", "a", out, "3")
+	f.update("ns", "a", out, "4")
+	rv5 := f.update("ns", "a", in, "5")
+	rv6 := f.delete("ns", "a")
+	expect(t, w,
+		got{watch.Added, "a", "1", rv1},
+		got{watch.Modified, "a", "2", rv2},
+		got{watch.Deleted, "a", "2", rv3}, // the last state selected, at the revision it left
+		got{watch.Added, "a", "5", rv5},
+		got{watch.Deleted, "a", "5", rv6},
+	)
+}
+
+func TestBookmarksFollowEtcdOnAnIdleResource(t *testing.T) {
+	f := newFixture(t, []etcdtest.Option{etcdtest.WithProgressNotifyInterval(50 * time.Millisecond)},
+		cacher.WithBookmarkInterval(20*time.Millisecond))
+	f.synced(f.create("ns", "a", nil, ""))
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0", AllowBookmarks: true})
+	without := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0"})
+	next(t, w)
+	next(t, without)
+
+	want := f.bumpEtcd()
+	timeout := time.After(wait)
+	for seen := int64(0); seen < want; {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Bookmark {
+				t.Fatalf("got %s, want only bookmarks on an idle resource", ev.Type)
+			}
+			seen = rvOf(t, ev.Object)
+		case <-timeout:
+			t.Fatalf("no bookmark at %d or later within %v", want, wait)
+		}
+	}
+	rv := f.create("ns", "b", nil, "")
+	select {
+	case ev := <-without.ResultChan():
+		if ev.Type != watch.Added || rvOf(t, ev.Object) != rv {
+			t.Fatalf("watch without bookmarks got %s at %d, want only ADDED at %d", ev.Type, rvOf(t, ev.Object), rv)
+		}
+	case <-time.After(wait):
+		t.Fatal("watch without bookmarks got nothing")
+	}
+}
+
+func TestSlowWatcherIsEndedWithoutHoldingOthersBack(t *testing.T) {
+	f := newFixture(t, nil, cacher.WithWatcherBuffer(2), cacher.WithSlowWatcherGrace(10*time.Millisecond))
+	slow := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0"})
+	fast := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0"})
+	const n = 20
+	want := make([]got, n)
+	for i := range n {
+		name := "o" + strconv.Itoa(i)
+		want[i] = got{watch.Added, name, "", f.create("ns", name, nil, "")}
+		expect(t, fast, want[i])
+	}
+	// The slow watcher, which read nothing so far, was ended: whatever it
+	// still hands over is a prefix of the events, then its channel closes.
+	evs := expectClosed(t, slow)
+	if len(evs) >= n {
+		t.Fatalf("slow watcher got all %d events, want it ended", len(evs))
+	}
+	for i, ev := range evs {
+		if g := describe(t, ev); g != want[i] {
+			t.Fatalf("slow watcher event %d = %+v, want %+v", i, g, want[i])
+		}
+	}
+}
+
+func TestRewatchAfterTheUnderlyingWatchEnds(t *testing.T) {
+	f := newFixture(t, nil)
+	rv := f.create("ns", "a", nil, "1")
+	f.synced(rv)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(rv, 10)})
+	lists := f.store.lists.Load()
+
+	release := f.store.cut()
+	want := []got{
+		{watch.Added, "b", "1", f.create("ns", "b", nil, "1")},
+		{watch.Modified, "a", "2", f.update("ns", "a", nil, "2")},
+		{watch.Deleted, "b", "1", f.delete("ns", "b")},
+	}
+	release()
+	want = append(want, got{watch.Added, "c", "1", f.create("ns", "c", nil, "1")})
+	// Every change exactly once, in order: nothing lost, nothing repeated.
+	expect(t, w, want...)
+	if n := f.store.lists.Load() - lists; n != 0 {
+		t.Fatalf("cache listed %d times to resume, want a watch from its revision", n)
+	}
+}
+
+func TestRelistAfterCompactionExpiresWatchers(t *testing.T) {
+	f := newFixture(t, nil)
+	rv := f.create("ns", "a", nil, "1")
+	f.synced(rv)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(rv, 10)})
+
+	release := f.store.cut()
+	f.create("ns", "b", nil, "1")
+	f.update("ns", "a", nil, "2")
+	last := f.create("ns", "c", nil, "1")
+	if _, err := f.client.Compact(f.ctx, last, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	release()
+
+	evs := expectClosed(t, w)
+	if len(evs) != 1 || evs[0].Type != watch.Error {
+		t.Fatalf("watcher across the gap got %v, want one error", evs)
+	}
+	if st, ok := evs[0].Object.(*metav1.Status); !ok || st.Code != 410 || st.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("error event = %#v, want 410 Expired", evs[0].Object)
+	}
+	res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatalf("list after relist: %v", err)
+	}
+	if len(res.Items) != 3 || res.ResourceVersion < last {
+		t.Fatalf("list after relist = %d items at %d, want 3 at %d or later", len(res.Items), res.ResourceVersion, last)
+	}
+	if v := res.Items[0].(*corev1.ConfigMap).Data["v"]; v != "2" {
+		t.Fatalf("a after relist has v = %q, want 2", v)
+	}
+	// A client that lists again resumes from the list's revision.
+	w = f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(res.ResourceVersion, 10)})
+	expect(t, w, got{watch.Added, "d", "1", f.create("ns", "d", nil, "1")})
+}
+
+func TestSurvivesAnEtcdRestart(t *testing.T) {
+	f := newFixture(t, nil)
+	rvA := f.create("ns", "a", nil, "1")
+	f.synced(rvA)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: "0"})
+	expect(t, w, got{watch.Added, "a", "1", rvA})
+
+	f.etcd.Restart(t)
+	rvB := f.create("ns", "b", nil, "1")
+	rvA2 := f.update("ns", "a", nil, "2")
+	// The same watch goes on: nothing lost, nothing repeated.
+	expect(t, w, got{watch.Added, "b", "1", rvB}, got{watch.Modified, "a", "2", rvA2})
+	res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{})
+	if err != nil {
+		t.Fatalf("consistent list after restart: %v", err)
+	}
+	if len(res.Items) != 2 || res.ResourceVersion < rvA2 {
+		t.Fatalf("consistent list after restart = %d items at %d, want 2 at %d or later", len(res.Items), res.ResourceVersion, rvA2)
+	}
+}

@@ -1,0 +1,295 @@
+package cacher
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"kplane.dev/libs/storage"
+)
+
+// Watch serves a watch from the cache. "N" replays the held events after N
+// (410 Expired when they are no longer all held) and follows on; "" and "0"
+// start with the current state as ADDED events ("" once the cache has
+// caught up with etcd); SendInitialEvents ends the initial events with an
+// annotated BOOKMARK.
+func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOptions) (watch.Interface, error) {
+	if err := storage.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(prefix, c.prefix) {
+		return c.store.Watch(ctx, prefix, opts)
+	}
+	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	withState := sendInitial || (opts.SendInitialEvents == nil && (opts.ResourceVersion == "" || opts.ResourceVersion == "0"))
+	var from int64
+	if opts.ResourceVersion == "" {
+		rv, err := c.store.CurrentRevision(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read current revision for a watch of %s: %w", prefix, err)
+		}
+		if reached, err := c.waitUntil(ctx, rv); err != nil {
+			return nil, err
+		} else if !reached {
+			// Like kube-apiserver, a watch that must start from the latest
+			// state goes to etcd when the cache is behind.
+			return c.store.Watch(ctx, prefix, opts)
+		}
+	} else {
+		rv, err := parseRV(prefix, opts.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.waitFor(ctx, prefix, rv); err != nil {
+			if rv == 0 {
+				return nil, storage.NewError(storage.ErrCodeUnreachable, prefix, 0, "the watch cache is not ready")
+			}
+			return nil, err
+		}
+		from = rv
+	}
+
+	w := &watcher{
+		c:              c,
+		prefix:         prefix,
+		pred:           opts.Predicate,
+		allowBookmarks: opts.AllowBookmarks,
+		input:          make(chan *event, c.cfg.watcherBuffer),
+		result:         make(chan watch.Event),
+		stopped:        make(chan struct{}),
+		ended:          make(chan struct{}),
+		exited:         make(chan struct{}),
+	}
+	c.mu.Lock()
+	if c.stopping {
+		c.mu.Unlock()
+		return nil, storage.NewError(storage.ErrCodeUnreachable, prefix, 0, "the watch cache is stopped")
+	}
+	w.lastRV = c.st.rv
+	switch {
+	case withState:
+		below := c.st.below(prefix)
+		w.initial = make([]*event, len(below))
+		for i, e := range below {
+			w.initial[i] = &event{typ: watch.Added, key: e.key, obj: e.obj}
+		}
+		if sendInitial && opts.AllowBookmarks {
+			w.initialEnd = c.st.rv
+		}
+	case opts.ResourceVersion != "":
+		events, ok := c.st.since(from, prefix)
+		if !ok {
+			floor := c.st.floor
+			c.mu.Unlock()
+			return expiredWatch(from, floor), nil
+		}
+		w.initial = events
+		w.lastRV = from
+	}
+	c.watchers[w] = struct{}{}
+	c.watcherWG.Add(1)
+	c.mu.Unlock()
+	go w.run(ctx)
+	return w, nil
+}
+
+// watcher is one client's watch. Only the cache's dispatcher sends on
+// input, and nobody closes it: the watcher's goroutine leaves on stopped
+// (the client), ended (the cache) or its context, closing exited and then
+// result.
+type watcher struct {
+	c              *Cacher
+	prefix         string
+	pred           storage.SelectionPredicate
+	allowBookmarks bool
+
+	// initial are delivered before anything from input: the state as ADDED
+	// events, or the held events being replayed.
+	initial []*event
+	// initialEnd is the revision of the annotated BOOKMARK that follows
+	// the initial events, 0 for none.
+	initialEnd int64
+	input      chan *event
+	result     chan watch.Event
+	// lastRV is the revision of the last event delivered.
+	lastRV int64
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+	endOnce  sync.Once
+	ended    chan struct{}
+	// expiredAt, set before ended is closed, is the revision the cache
+	// jumped to over events it cannot replay; 0 ends the watch silently.
+	expiredAt int64
+	exited    chan struct{}
+}
+
+func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.stopped) }) }
+
+// end asks the watcher to finish, telling its client with a 410 Expired
+// error that it must list again when expiredAt is not 0.
+func (w *watcher) end(expiredAt int64) {
+	w.endOnce.Do(func() {
+		w.expiredAt = expiredAt
+		close(w.ended)
+	})
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer w.c.watcherWG.Done()
+	defer close(w.result)
+	defer w.c.forget(w)
+	defer close(w.exited)
+
+	for _, e := range w.initial {
+		if !w.deliver(ctx, e) {
+			w.finish(ctx)
+			return
+		}
+	}
+	w.initial = nil
+	if w.initialEnd != 0 {
+		bookmark := w.bookmark(w.initialEnd, map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		if !w.send(ctx, watch.Event{Type: watch.Bookmark, Object: bookmark}, w.initialEnd) {
+			w.finish(ctx)
+			return
+		}
+	}
+	for {
+		select {
+		case e := <-w.input:
+			if !w.deliver(ctx, e) {
+				w.finish(ctx)
+				return
+			}
+		case <-w.ended:
+			w.finish(ctx)
+			return
+		case <-w.stopped:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// finish tells the client its watch expired, if the cache ended it for
+// that reason, giving a client that does not read a grace period.
+func (w *watcher) finish(ctx context.Context) {
+	select {
+	case <-w.ended:
+	default:
+		return
+	}
+	if w.expiredAt == 0 {
+		return
+	}
+	grace := time.NewTimer(w.c.cfg.slowWatcherGrace)
+	defer grace.Stop()
+	select {
+	case w.result <- expiredEvent(w.lastRV, w.expiredAt):
+	case <-grace.C:
+	case <-w.stopped:
+	case <-ctx.Done():
+	}
+}
+
+// deliver sends the client what e means to it through its selector: a
+// change that brings an object into the selection is ADDED, one that takes
+// it out is DELETED.
+func (w *watcher) deliver(ctx context.Context, e *event) bool {
+	if e.typ == watch.Bookmark {
+		if !w.allowBookmarks {
+			return true
+		}
+		return w.send(ctx, watch.Event{Type: watch.Bookmark, Object: w.bookmark(e.rv, nil)}, e.rv)
+	}
+	matches := func(obj runtime.Object) bool {
+		ok, err := w.pred.Matches(obj)
+		return err == nil && ok
+	}
+	if e.typ == watch.Deleted {
+		prev := e.prevObj
+		if prev == nil {
+			prev = e.obj
+		}
+		if !matches(prev) {
+			return true
+		}
+		return w.send(ctx, watch.Event{Type: watch.Deleted, Object: e.obj.DeepCopyObject()}, e.rv)
+	}
+	now := matches(e.obj)
+	before := e.prevObj != nil && matches(e.prevObj)
+	switch {
+	case now && before:
+		return w.send(ctx, watch.Event{Type: watch.Modified, Object: e.obj.DeepCopyObject()}, e.rv)
+	case now:
+		return w.send(ctx, watch.Event{Type: watch.Added, Object: e.obj.DeepCopyObject()}, e.rv)
+	case before:
+		// Like kube-apiserver: the last state the client selected, at the
+		// revision of the change that took it out.
+		left := e.prevObj.DeepCopyObject()
+		if m, err := meta.Accessor(left); err == nil {
+			m.SetResourceVersion(strconv.FormatInt(e.rv, 10))
+		}
+		return w.send(ctx, watch.Event{Type: watch.Deleted, Object: left}, e.rv)
+	}
+	return true
+}
+
+func (w *watcher) send(ctx context.Context, ev watch.Event, rv int64) bool {
+	select {
+	case w.result <- ev:
+		if rv > w.lastRV {
+			w.lastRV = rv
+		}
+		return true
+	case <-w.ended:
+	case <-w.stopped:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// bookmark is an empty object of the resource's kind carrying only rv and
+// annotations, like kube-apiserver's bookmarks.
+func (w *watcher) bookmark(rv int64, annotations map[string]string) runtime.Object {
+	obj := w.c.newObj()
+	// Every object the stores hold has metadata; an object without it
+	// could not have reached the cache.
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(rv, 10))
+		m.SetAnnotations(annotations)
+	}
+	return obj
+}
+
+func expiredEvent(rv, oldest int64) watch.Event {
+	status := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, oldest)).ErrStatus
+	return watch.Event{Type: watch.Error, Object: &status}
+}
+
+// expiredWatch is a watch that only says that rv is older than the
+// history the cache holds.
+func expiredWatch(rv, oldest int64) watch.Interface {
+	ch := make(chan watch.Event, 1)
+	ch <- expiredEvent(rv, oldest)
+	close(ch)
+	return staticWatch(ch)
+}
+
+type staticWatch <-chan watch.Event
+
+func (s staticWatch) ResultChan() <-chan watch.Event { return s }
+func (s staticWatch) Stop()                          {}

@@ -1,0 +1,327 @@
+package etcd3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kplane.dev/libs/storage"
+)
+
+// Store keeps one resource's objects in etcd.
+type Store struct {
+	client *clientv3.Client
+	codec  storage.Codec
+	newObj func() runtime.Object
+	opts   options
+}
+
+var _ storage.Interface = (*Store)(nil)
+
+type options struct {
+	logger   *slog.Logger
+	maxBatch int64
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+// WithLogger makes the store log what it cannot return to a caller, such
+// as a watch event that does not decode. Without it the store logs nothing.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMaxListBatch caps how many keys a limited list with a selector reads
+// from etcd per round trip while it fills a page (default 10000). The
+// first round trip reads limit keys; each further one doubles up to the cap.
+func WithMaxListBatch(n int64) Option { return func(o *options) { o.maxBatch = n } }
+
+// New returns a store of one resource's objects. newObj returns an empty
+// object of the kind (used for bookmarks).
+func New(client *clientv3.Client, codec storage.Codec, newObj func() runtime.Object, opts ...Option) *Store {
+	o := options{logger: slog.New(slog.DiscardHandler), maxBatch: 10000}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Store{client: client, codec: codec, newObj: newObj, opts: o}
+}
+
+// CurrentRevision is a linearizable read of etcd's current revision.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	// Any key does: the header carries the store's revision.
+	resp, err := s.client.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read current revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// RequestWatchProgress asks etcd for a progress notification on this
+// store's watch streams; watches opened with AllowBookmarks then emit a
+// BOOKMARK carrying the revision etcd has reached. etcd answers only once
+// every watch on the stream has caught up, and a stream is per set of gRPC
+// metadata, so ctx and the watches' contexts must carry the same (usually
+// none).
+func (s *Store) RequestWatchProgress(ctx context.Context) error {
+	// Watches run on the stream of a require-leader context; the request
+	// must name the same stream to reach them.
+	if err := s.client.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+		return fmt.Errorf("request watch progress: %w", err)
+	}
+	return nil
+}
+
+// Create implements storage.Interface.
+func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("read metadata of new object: %w", err)
+	}
+	if m.GetResourceVersion() != "" {
+		return nil, storage.NewError(storage.ErrCodeInvalidObj, key, 0, "resourceVersion should not be set on objects to be created")
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("create %q: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return nil, storage.NewError(storage.ErrCodeKeyExists, key, 0, "")
+	}
+	return s.decode(data, resp.Header.Revision)
+}
+
+// Get implements storage.Interface.
+func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions) (runtime.Object, error) {
+	minRV, err := parseRV(opts.ResourceVersion, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", key, err)
+	}
+	if resp.Header.Revision < minRV {
+		return nil, tooLarge(key, resp.Header.Revision)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
+	}
+	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+// GuaranteedUpdate implements storage.Interface.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) (runtime.Object, error) {
+	kv, err := s.read(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		existing, err := s.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPreconditions(key, preconditions, existing); err != nil {
+			return nil, err
+		}
+		updated, err := tryUpdate(existing.DeepCopyObject())
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.encode(updated)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(data, kv.Value) {
+			return existing, nil
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, string(data))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("update %q: %w", key, err)
+		}
+		if resp.Succeeded {
+			return s.decode(data, resp.Header.Revision)
+		}
+		// Someone wrote in between: start over from what they wrote.
+		if kv, err = kvFromElse(key, resp); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Delete implements storage.Interface.
+func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.Preconditions, validate storage.ValidateDeletionFunc) (runtime.Object, error) {
+	kv, err := s.read(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		existing, err := s.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPreconditions(key, preconditions, existing); err != nil {
+			return nil, err
+		}
+		if validate != nil {
+			if err := validate(ctx, existing.DeepCopyObject()); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("delete %q: %w", key, err)
+		}
+		if resp.Succeeded {
+			if err := setRV(existing, resp.Header.Revision); err != nil {
+				return nil, err
+			}
+			return existing, nil
+		}
+		if kv, err = kvFromElse(key, resp); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// read returns the stored key-value at key, or ErrCodeKeyNotFound.
+func (s *Store) read(ctx context.Context, key string) (*mvccpb.KeyValue, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
+	}
+	return resp.Kvs[0], nil
+}
+
+// kvFromElse returns the key-value a failed compare-and-swap read in its
+// else branch: the state to retry from.
+func kvFromElse(key string, resp *clientv3.TxnResponse) (*mvccpb.KeyValue, error) {
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
+	}
+	return kvs[0], nil
+}
+
+func checkPreconditions(key string, p *storage.Preconditions, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Errorf("read metadata of %q: %w", key, err)
+	}
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return storage.NewError(storage.ErrCodeInvalidObj, key, 0,
+			fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return storage.NewError(storage.ErrCodeInvalidObj, key, 0,
+			fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+	}
+	return nil
+}
+
+// encode serializes a copy of obj without its resourceVersion, which is
+// etcd's to assign; obj itself is left alone.
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	obj = obj.DeepCopyObject()
+	if err := setRV(obj, 0); err != nil {
+		return nil, err
+	}
+	data, err := s.codec.Encode(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode object: %w", err)
+	}
+	return data, nil
+}
+
+// decode reads stored bytes into a new object carrying resourceVersion rv.
+func (s *Store) decode(data []byte, rv int64) (runtime.Object, error) {
+	obj, err := s.codec.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode stored object: %w", err)
+	}
+	if err := setRV(obj, rv); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func setRV(obj runtime.Object, rv int64) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Errorf("set resourceVersion: %w", err)
+	}
+	if rv == 0 {
+		m.SetResourceVersion("")
+	} else {
+		m.SetResourceVersion(strconv.FormatInt(rv, 10))
+	}
+	return nil
+}
+
+// parseRV reads a request's resourceVersion; "" is 0.
+func parseRV(rv, key string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n < 0 {
+		return 0, storage.NewError(storage.ErrCodeInvalidRequest, key, 0, fmt.Sprintf("invalid resource version %q", rv))
+	}
+	return n, nil
+}
+
+func tooLarge(key string, current int64) error {
+	return storage.NewError(storage.ErrCodeTooLargeResourceVersion, key, current, "Too large resource version")
+}
+
+// readError turns etcd's answers about revisions it cannot serve into
+// storage errors.
+func readError(err error, key, doing string) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return &storage.Error{Code: storage.ErrCodeExpired, Key: key, Detail: "The resourceVersion for the provided list is too old.", Err: err}
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return &storage.Error{Code: storage.ErrCodeTooLargeResourceVersion, Key: key, Detail: "Too large resource version", Err: err}
+	}
+	return fmt.Errorf("%s %q: %w", doing, key, err)
+}
+
+// expiredStatus is the watch.Error object for a watch that starts before
+// what etcd retains, worded like kube-apiserver's.
+func expiredStatus(requested, compacted int64) *metav1.Status {
+	return &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    410,
+		Reason:  metav1.StatusReasonExpired,
+		Message: fmt.Sprintf("too old resource version: %d (%d)", requested, compacted),
+	}
+}

@@ -1,0 +1,64 @@
+package storage
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// AttrFunc returns the labels and the selectable fields of an object.
+type AttrFunc func(obj runtime.Object) (labels.Set, fields.Set, error)
+
+// SelectionPredicate is a list's or watch's label and field selector,
+// evaluated by the store.
+type SelectionPredicate struct {
+	// Label and Field nil mean everything.
+	Label labels.Selector
+	Field fields.Selector
+	// GetAttrs nil means DefaultAttrs.
+	GetAttrs AttrFunc
+}
+
+// Empty reports whether the predicate matches every object.
+func (p SelectionPredicate) Empty() bool {
+	return (p.Label == nil || p.Label.Empty()) && (p.Field == nil || p.Field.Empty())
+}
+
+// Matches reports whether obj satisfies both selectors.
+func (p SelectionPredicate) Matches(obj runtime.Object) (bool, error) {
+	if p.Empty() {
+		return true, nil
+	}
+	attrs := p.GetAttrs
+	if attrs == nil {
+		attrs = DefaultAttrs
+	}
+	ls, fs, err := attrs(obj)
+	if err != nil {
+		return false, err
+	}
+	if p.Label != nil && !p.Label.Matches(ls) {
+		return false, nil
+	}
+	if p.Field != nil && !p.Field.Matches(fs) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// DefaultAttrs selects on labels and on metadata.name and, for namespaced
+// objects, metadata.namespace: the fields every kind supports.
+func DefaultAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read object metadata: %w", err)
+	}
+	fs := fields.Set{"metadata.name": m.GetName()}
+	if ns := m.GetNamespace(); ns != "" {
+		fs["metadata.namespace"] = ns
+	}
+	return labels.Set(m.GetLabels()), fs, nil
+}

@@ -1,0 +1,3 @@
+module kplane.dev/proto
+
+go 1.26.0

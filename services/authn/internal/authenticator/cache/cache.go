@@ -1,0 +1,190 @@
+package cache
+
+import (
+	"container/list"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"kplane.dev/services/authn/internal/authenticator"
+)
+
+// Defaults are kube-apiserver's: successes for 10s, failures not at all, and
+// as many entries as its 32 stripes of 128.
+const (
+	DefaultSuccessTTL = 10 * time.Second
+	DefaultFailureTTL = 0
+	DefaultMaxEntries = 4096
+)
+
+type key [sha256.Size]byte
+
+type entry struct {
+	key     key
+	resp    *authenticator.Response
+	ok      bool
+	err     error
+	expires time.Time
+}
+
+// Authenticator answers from its cache, and asks the authenticator it wraps
+// on a miss. A cached Response is shared by every caller that hits it and
+// must not be modified.
+type Authenticator struct {
+	next       authenticator.Authenticator
+	successTTL time.Duration
+	failureTTL time.Duration
+	cacheErrs  bool
+	maxEntries int
+	clock      clock.PassiveClock
+	hashes     sync.Pool // of hash.Hash: HMAC-SHA256 under a per-process key
+
+	mu      sync.Mutex
+	order   *list.List // of *entry, most recently used first
+	entries map[key]*list.Element
+}
+
+var _ authenticator.Authenticator = (*Authenticator)(nil)
+
+// Option configures an Authenticator.
+type Option func(*Authenticator)
+
+// WithSuccessTTL sets how long a success is remembered; 0 turns it off.
+func WithSuccessTTL(d time.Duration) Option { return func(a *Authenticator) { a.successTTL = d } }
+
+// WithFailureTTL sets how long a refusal is remembered; 0 turns it off.
+func WithFailureTTL(d time.Duration) Option { return func(a *Authenticator) { a.failureTTL = d } }
+
+// WithCacheErrors sets whether answers with an error are remembered (for the
+// failure TTL) or only those without; kube-apiserver remembers them.
+func WithCacheErrors(on bool) Option { return func(a *Authenticator) { a.cacheErrs = on } }
+
+// WithMaxEntries bounds the number of remembered answers; the least recently
+// used goes first.
+func WithMaxEntries(n int) Option { return func(a *Authenticator) { a.maxEntries = n } }
+
+// WithClock sets the clock entries expire by.
+func WithClock(c clock.PassiveClock) Option { return func(a *Authenticator) { a.clock = c } }
+
+// New returns a caching Authenticator in front of next.
+func New(next authenticator.Authenticator, opts ...Option) (*Authenticator, error) {
+	a := &Authenticator{
+		next:       next,
+		successTTL: DefaultSuccessTTL,
+		failureTTL: DefaultFailureTTL,
+		cacheErrs:  true,
+		maxEntries: DefaultMaxEntries,
+		clock:      clock.RealClock{},
+		order:      list.New(),
+		entries:    make(map[key]*list.Element),
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.maxEntries < 1 {
+		return nil, errors.New("new token cache: max entries must be positive")
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("new token cache: make hash key: %w", err)
+	}
+	a.hashes.New = func() any { return hmac.New(sha256.New, secret) }
+	return a, nil
+}
+
+// AuthenticateToken implements authenticator.Authenticator.
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	auds, audsSet := authenticator.AudiencesFrom(ctx)
+	k := a.key(auds, audsSet, token)
+	now := a.clock.Now()
+	if e, hit := a.get(k, now); hit {
+		return e.resp, e.ok, e.err
+	}
+	resp, ok, err := a.next.AuthenticateToken(ctx, token)
+	ttl := a.successTTL
+	if !ok {
+		ttl = a.failureTTL
+	}
+	if ttl > 0 && (err == nil || a.cacheErrs) {
+		a.put(&entry{key: k, resp: resp, ok: ok, err: err, expires: now.Add(ttl)})
+	}
+	return resp, ok, err
+}
+
+// Len is the number of remembered answers, expired ones included until they
+// are looked up or pushed out.
+func (a *Authenticator) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.entries)
+}
+
+// key hashes the audiences and the token, each length-prefixed so that no two
+// different requests share a key; whether audiences were given at all counts
+// too, as a token with no audiences requested is checked against the
+// server's own.
+func (a *Authenticator) key(auds authenticator.Audiences, audsSet bool, token string) key {
+	h := a.hashes.Get().(hash.Hash)
+	defer a.hashes.Put(h)
+	h.Reset()
+	var n [binary.MaxVarintLen64]byte
+	write := func(s string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	if audsSet {
+		h.Write([]byte{1})
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(auds)))])
+		for _, aud := range auds {
+			write(aud)
+		}
+	} else {
+		h.Write([]byte{0})
+	}
+	write(token)
+	var k key
+	h.Sum(k[:0])
+	return k
+}
+
+func (a *Authenticator) get(k key, now time.Time) (*entry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	el, ok := a.entries[k]
+	if !ok {
+		return nil, false
+	}
+	e := el.Value.(*entry)
+	if !now.Before(e.expires) {
+		a.order.Remove(el)
+		delete(a.entries, k)
+		return nil, false
+	}
+	a.order.MoveToFront(el)
+	return e, true
+}
+
+func (a *Authenticator) put(e *entry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if el, ok := a.entries[e.key]; ok {
+		el.Value = e
+		a.order.MoveToFront(el)
+		return
+	}
+	a.entries[e.key] = a.order.PushFront(e)
+	for len(a.entries) > a.maxEntries {
+		oldest := a.order.Back()
+		a.order.Remove(oldest)
+		delete(a.entries, oldest.Value.(*entry).key)
+	}
+}

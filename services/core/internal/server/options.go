@@ -1,0 +1,247 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/command"
+	"kplane.dev/libs/pki"
+	"kplane.dev/libs/storage/compactor"
+)
+
+// Options are the flags of the core-resource service.
+type Options struct {
+	ListenAddress string
+
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile verifies the gateway's client certificate.
+	ClientCAFile string
+	// RequestHeaderAllowedNames are the CNs the gateway's certificate may
+	// carry; empty accepts any certificate ClientCAFile verifies.
+	RequestHeaderAllowedNames []string
+
+	EtcdServers  []string
+	EtcdCAFile   string
+	EtcdCertFile string
+	EtcdKeyFile  string
+	EtcdPrefix   string
+
+	NATSURL   string
+	NATSToken string
+	NATSCreds string
+
+	// APIKubeconfig is the endpoint of the whole API the controllers act
+	// through; empty means core's own loopback.
+	APIKubeconfig string
+
+	CompactionInterval time.Duration
+	// ShutdownDelay keeps serving, unready, after shutdown begins, so
+	// load balancers stop sending before the listener closes.
+	ShutdownDelay   time.Duration
+	ShutdownTimeout time.Duration
+	LogFormat       string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		ListenAddress: "127.0.0.1:6444",
+		// One cluster CA signs every client certificate, so trusting any
+		// of them would let any client speak for anyone.
+		RequestHeaderAllowedNames: []string{frontproxy.ClientName},
+		EtcdServers:               []string{"http://127.0.0.1:2379"},
+		EtcdPrefix:                "/kplane",
+		CompactionInterval:        compactor.DefaultInterval,
+		ShutdownTimeout:           60 * time.Second,
+		LogFormat:                 "text",
+	}
+}
+
+// AddFlags binds o to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the gateway's client certificate; only it may send identity headers")
+	fs.StringSliceVar(&o.RequestHeaderAllowedNames, "requestheader-allowed-names", o.RequestHeaderAllowedNames, "common names the gateway's client certificate may carry; an empty list accepts any certificate --client-ca-file verifies")
+	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "etcd client URLs")
+	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "PEM CA bundle that verifies etcd's serving certificate")
+	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "PEM client certificate for etcd")
+	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "PEM private key of --etcd-certfile")
+	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "etcd key prefix of everything core stores")
+	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "NATS URL of the change feed; empty publishes no change feed")
+	fs.StringVar(&o.NATSToken, "nats-token", o.NATSToken, "NATS authentication token")
+	fs.StringVar(&o.NATSCreds, "nats-creds", o.NATSCreds, "NATS credentials file (JWT and NKey seed)")
+	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
+	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
+}
+
+// Validate reports every problem with o.
+func (o *Options) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+		add("--listen-address: %w", err)
+	}
+	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
+		add("--tls-cert-file and --tls-private-key-file are required")
+	}
+	if o.ClientCAFile == "" {
+		add("--client-ca-file is required: without it no request can be trusted")
+	}
+	for _, n := range o.RequestHeaderAllowedNames {
+		if strings.TrimSpace(n) == "" {
+			add("--requestheader-allowed-names: empty name")
+		}
+	}
+	if len(o.EtcdServers) == 0 {
+		add("--etcd-servers is required")
+	}
+	for _, s := range o.EtcdServers {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--etcd-servers: %q is not an http or https URL", s)
+		}
+	}
+	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
+		add("--etcd-certfile and --etcd-keyfile go together")
+	}
+	if !strings.HasPrefix(o.EtcdPrefix, "/") || strings.HasSuffix(o.EtcdPrefix, "/") {
+		add("--etcd-prefix: want a path that starts with / and does not end with /, got %q", o.EtcdPrefix)
+	}
+	if o.NATSToken != "" && o.NATSCreds != "" {
+		add("--nats-token and --nats-creds are exclusive")
+	}
+	if o.NATSURL == "" && (o.NATSToken != "" || o.NATSCreds != "") {
+		add("--nats-token and --nats-creds need --nats-url")
+	}
+	if o.CompactionInterval < 0 {
+		add("--compaction-interval: must not be negative, got %v", o.CompactionInterval)
+	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay-duration: must not be negative, got %v", o.ShutdownDelay)
+	}
+	if o.ShutdownTimeout <= 0 {
+		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
+	}
+	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Config is what a Server is built from: validated options with the files
+// they name loaded.
+type Config struct {
+	listenAddress string
+	serving       tls.Certificate
+	clientCA      *x509.CertPool
+	allowedNames  []string
+
+	etcd       clientv3.Config
+	etcdPrefix string
+
+	nats natsConfig
+
+	// api is the endpoint controllers use; nil means the loopback.
+	api *restclient.Config
+
+	compactionInterval time.Duration
+	shutdownDelay      time.Duration
+	shutdownTimeout    time.Duration
+	log                *slog.Logger
+}
+
+type natsConfig struct {
+	url, token, creds string
+}
+
+// Config validates o, loads the certificates and kubeconfig it names, and
+// returns the configuration of a Server that logs to logOut.
+func (o *Options) Config(logOut io.Writer) (*Config, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
+	}
+	c := &Config{
+		listenAddress:      o.ListenAddress,
+		allowedNames:       append([]string(nil), o.RequestHeaderAllowedNames...),
+		etcdPrefix:         o.EtcdPrefix,
+		nats:               natsConfig{url: o.NATSURL, token: o.NATSToken, creds: o.NATSCreds},
+		compactionInterval: o.CompactionInterval,
+		shutdownDelay:      o.ShutdownDelay,
+		shutdownTimeout:    o.ShutdownTimeout,
+		log:                command.NewLogger(o.LogFormat, logOut),
+	}
+	var err error
+	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+		return nil, fmt.Errorf("load serving certificate: %w", err)
+	}
+	if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
+		return nil, fmt.Errorf("load --client-ca-file: %w", err)
+	}
+	etcdTLS, err := o.etcdTLS()
+	if err != nil {
+		return nil, err
+	}
+	c.etcd = clientv3.Config{
+		Endpoints:   append([]string(nil), o.EtcdServers...),
+		TLS:         etcdTLS,
+		DialTimeout: 10 * time.Second,
+		// Dead connections are found within seconds rather than at the
+		// next request that hangs.
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: 10 * time.Second,
+	}
+	if o.APIKubeconfig != "" {
+		if c.api, err = clientcmd.BuildConfigFromFlags("", o.APIKubeconfig); err != nil {
+			return nil, fmt.Errorf("load --api-kubeconfig: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// etcdTLS is the client TLS of etcd; nil when no https endpoint needs it
+// and no TLS file is given.
+func (o *Options) etcdTLS() (*tls.Config, error) {
+	https := false
+	for _, s := range o.EtcdServers {
+		https = https || strings.HasPrefix(s, "https://")
+	}
+	if !https && o.EtcdCAFile == "" && o.EtcdCertFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.EtcdCAFile != "" {
+		pool, err := pki.LoadPool(o.EtcdCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("load --etcd-cafile: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.EtcdCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.EtcdCertFile, o.EtcdKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load etcd client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,215 @@
+package discovery_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/labstack/echo/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	restclient "k8s.io/client-go/rest"
+
+	"kplane.dev/libs/apiserver/apitest"
+	libdiscovery "kplane.dev/libs/apiserver/discovery"
+	"kplane.dev/libs/etcdtest"
+	gwdiscovery "kplane.dev/services/gateway/internal/discovery"
+	"kplane.dev/services/gateway/internal/discovery/backendtest"
+)
+
+// table is a routing table a test edits.
+type table struct {
+	mu     sync.Mutex
+	routes []gwdiscovery.Route
+}
+
+func (t *table) Routes() []gwdiscovery.Route {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.routes)
+}
+
+// fixture is a gateway serving the merged discovery of two backends: core
+// (configmaps in v1) and widgets (example.com/v1).
+type fixture struct {
+	core, widgets *backendtest.Backend
+	merger        *gwdiscovery.Merger
+	gateway       *restclient.Config
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	etcd := etcdtest.Start(t).Client(t)
+	f := &fixture{
+		core:    backendtest.Start(t, etcd, "/core", backendtest.Resources(t, apitest.ConfigMaps)),
+		widgets: backendtest.Start(t, etcd, "/widgets", backendtest.Resources(t, apitest.Widgets)),
+	}
+	routes := &table{routes: []gwdiscovery.Route{
+		{GroupVersion: schema.GroupVersion{Version: "v1"}, APIService: "v1.", GroupPriorityMinimum: 18000, VersionPriority: 1, Available: true, Backend: f.core.URL},
+		{GroupVersion: apitest.Widgets.GroupVersion(), APIService: "v1.example.com", GroupPriorityMinimum: 1000, VersionPriority: 15, Available: true, Backend: f.widgets.URL},
+		// Routed but served by no backend: left out of every document.
+		{GroupVersion: schema.GroupVersion{Group: "example.com", Version: "v1beta1"}, GroupPriorityMinimum: 1000, VersionPriority: 9, Available: true, Backend: f.widgets.URL},
+		// Unavailable: left out without being fetched.
+		{GroupVersion: schema.GroupVersion{Group: "down.example.com", Version: "v1"}, GroupPriorityMinimum: 1000, VersionPriority: 15, Backend: f.core.URL},
+	}}
+	m, err := gwdiscovery.New(routes, http.DefaultClient, gwdiscovery.WithTimeout(5*time.Second), gwdiscovery.WithLogger(backendtest.Logger(t)))
+	if err != nil {
+		t.Fatalf("new merger: %v", err)
+	}
+	f.merger = m
+	e := echo.New()
+	m.Register(e)
+	hs := httptest.NewServer(e)
+	t.Cleanup(hs.Close)
+	f.gateway = &restclient.Config{Host: hs.URL, QPS: -1}
+	f.sync(t)
+	return f
+}
+
+func (f *fixture) sync(t *testing.T) {
+	t.Helper()
+	if err := f.merger.Sync(context.Background()); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+}
+
+// served is what a discovery client reports: groups with their versions,
+// and resources by group-version.
+type served struct {
+	Groups    []metav1.APIGroup
+	Resources map[string][]metav1.APIResource
+}
+
+func discover(t *testing.T, cfg *restclient.Config, legacy bool) served {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatalf("discovery client: %v", err)
+	}
+	dc.UseLegacyDiscovery = legacy
+	groups, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		t.Fatalf("discover %s: %v", cfg.Host, err)
+	}
+	s := served{Resources: map[string][]metav1.APIResource{}}
+	for _, g := range groups {
+		s.Groups = append(s.Groups, *g)
+	}
+	for _, l := range lists {
+		s.Resources[l.GroupVersion] = l.APIResources
+	}
+	return s
+}
+
+// union is what one server serving every backend's resources would report.
+func union(parts ...served) served {
+	s := served{Resources: map[string][]metav1.APIResource{}}
+	for _, p := range parts {
+		for _, g := range p.Groups {
+			// A backend without the legacy group reports it empty.
+			if len(g.Versions) > 0 {
+				s.Groups = append(s.Groups, g)
+			}
+		}
+		for gv, rs := range p.Resources {
+			s.Resources[gv] = rs
+		}
+	}
+	return s
+}
+
+func TestMergedDiscoveryMatchesBackends(t *testing.T) {
+	f := start(t)
+	for _, legacy := range []bool{false, true} {
+		name := "aggregated"
+		if legacy {
+			name = "legacy"
+		}
+		t.Run(name, func(t *testing.T) {
+			want := union(discover(t, f.core.Config, legacy), discover(t, f.widgets.Config, legacy))
+			got := discover(t, f.gateway, legacy)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("gateway discovery differs from the backends' (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAggregatedETag(t *testing.T) {
+	f := start(t)
+	for _, tc := range []struct{ path, accept string }{
+		{"/api", libdiscovery.MediaTypeV2},
+		{"/apis", libdiscovery.MediaTypeV2},
+		{"/apis", libdiscovery.MediaTypeV2Beta1},
+	} {
+		t.Run(tc.path+" "+tc.accept, func(t *testing.T) {
+			first := get(t, f.gateway.Host+tc.path, tc.accept, "")
+			etag := first.Header.Get("ETag")
+			if first.StatusCode != http.StatusOK || etag == "" || first.Header.Get("Content-Type") != tc.accept {
+				t.Fatalf("first GET: status %d, ETag %q, Content-Type %q", first.StatusCode, etag, first.Header.Get("Content-Type"))
+			}
+			if again := get(t, f.gateway.Host+tc.path, tc.accept, etag); again.StatusCode != http.StatusNotModified {
+				t.Errorf("GET with If-None-Match %s: status %d, want 304", etag, again.StatusCode)
+			}
+		})
+	}
+	t.Run("changes when a group leaves", func(t *testing.T) {
+		before := get(t, f.gateway.Host+"/apis", libdiscovery.MediaTypeV2, "").Header.Get("ETag")
+		f.widgets.Stop(t)
+		f.sync(t)
+		if resp := get(t, f.gateway.Host+"/apis", libdiscovery.MediaTypeV2, before); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET with the old ETag: status %d, want 200", resp.StatusCode)
+		}
+	})
+}
+
+func get(t *testing.T, url, accept, ifNoneMatch string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	if err := resp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestBackendDownLeavesItsGroupOut(t *testing.T) {
+	f := start(t)
+	core := map[bool]served{false: discover(t, f.core.Config, false), true: discover(t, f.core.Config, true)}
+	f.widgets.Stop(t)
+	f.sync(t)
+	for _, legacy := range []bool{false, true} {
+		got := discover(t, f.gateway, legacy)
+		if diff := cmp.Diff(core[legacy], got); diff != "" {
+			t.Errorf("legacy=%t: with widgets down, gateway discovery differs from core's (-want +got):\n%s", legacy, diff)
+		}
+	}
+	if resp := get(t, f.gateway.Host+"/apis/example.com", "application/json", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /apis/example.com with widgets down: status %d, want 404", resp.StatusCode)
+	}
+
+	f.widgets.Start(t)
+	f.sync(t)
+	for _, legacy := range []bool{false, true} {
+		want := union(core[legacy], discover(t, f.widgets.Config, legacy))
+		if diff := cmp.Diff(want, discover(t, f.gateway, legacy)); diff != "" {
+			t.Errorf("legacy=%t: widgets back, gateway discovery differs from the backends' (-want +got):\n%s", legacy, diff)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of a Merger's timing, kube-aggregator's.
+const (
+	DefaultInterval = time.Minute
+	DefaultTimeout  = 5 * time.Second
+)
+
+// Option configures a Merger.
+type Option func(*Merger)
+
+// WithInterval sets how often documents are fetched again when no route
+// changed.
+func WithInterval(d time.Duration) Option { return func(m *Merger) { m.interval = d } }
+
+// WithTimeout bounds one fetch from one backend.
+func WithTimeout(d time.Duration) Option { return func(m *Merger) { m.timeout = d } }
+
+// WithLogger sets where fetch failures are logged.
+func WithLogger(l *slog.Logger) Option { return func(m *Merger) { m.log = l } }
+
+// Merger merges the backends' discovery documents and serves the result.
+type Merger struct {
+	routes   Routes
+	client   *http.Client
+	interval time.Duration
+	timeout  time.Duration
+	log      *slog.Logger
+	refresh  chan struct{}
+
+	docs atomic.Pointer[documents]
+
+	// mu serializes syncs, which own the caches below.
+	mu sync.Mutex
+	// core and apis are each backend's last aggregated documents of /api
+	// and /apis, by backend URL.
+	core, apis map[string]*aggregatedCache
+}
+
+// New returns a Merger of the documents of the routes' backends, reached
+// with each route's client or, for routes without one, with client. It serves empty documents until
+// its first sync.
+func New(routes Routes, client *http.Client, opts ...Option) (*Merger, error) {
+	m := &Merger{
+		routes:   routes,
+		client:   client,
+		interval: DefaultInterval,
+		timeout:  DefaultTimeout,
+		log:      slog.New(slog.DiscardHandler),
+		refresh:  make(chan struct{}, 1),
+		core:     map[string]*aggregatedCache{},
+		apis:     map[string]*aggregatedCache{},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.interval <= 0 || m.timeout <= 0 {
+		return nil, fmt.Errorf("discovery merger: interval and timeout must be positive, got %s and %s", m.interval, m.timeout)
+	}
+	d, err := build(nil)
+	if err != nil {
+		return nil, err
+	}
+	m.docs.Store(d)
+	return m, nil
+}
+
+// Refresh asks Run to fetch the documents again soon; call it when routes
+// change. It never blocks.
+func (m *Merger) Refresh() {
+	select {
+	case m.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs at once, then on every Refresh and every interval, until ctx
+// ends.
+func (m *Merger) Run(ctx context.Context) error {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		if err := m.Sync(ctx); err != nil {
+			m.log.Error("merge discovery documents", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-m.refresh:
+		}
+	}
+}
+
+// Sync fetches every available route's documents from its backend and
+// serves their merge. A backend that fails is left out and logged; the
+// error is only for documents that cannot be encoded.
+func (m *Merger) Sync(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	byBackend := map[string][]Route{}
+	for _, r := range m.routes.Routes() {
+		if r.Available && r.Backend != nil {
+			key := r.Backend.String()
+			byBackend[key] = append(byBackend[key], r)
+		}
+	}
+	results := make(map[string]*backendDocuments, len(byBackend))
+	var (
+		wg      sync.WaitGroup
+		resMu   sync.Mutex
+		newCore = map[string]*aggregatedCache{}
+		newApis = map[string]*aggregatedCache{}
+	)
+	for key, routes := range byBackend {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			core, apis, docs, err := m.fetchBackend(ctx, routes, m.core[key], m.apis[key])
+			resMu.Lock()
+			defer resMu.Unlock()
+			if err != nil {
+				m.log.Warn("fetch discovery from backend", "backend", key, "err", err)
+				return
+			}
+			newCore[key], newApis[key], results[key] = core, apis, docs
+		}()
+	}
+	wg.Wait()
+	m.core, m.apis = newCore, newApis
+
+	var entries []entry
+	for key, routes := range byBackend {
+		docs := results[key]
+		if docs == nil {
+			continue
+		}
+		for _, r := range routes {
+			gv := metav1.GroupVersion{Group: r.GroupVersion.Group, Version: r.GroupVersion.Version}
+			v, ok := docs.aggregated[gv]
+			legacy := docs.legacy[r.legacyPath()]
+			if !ok || legacy == nil {
+				continue
+			}
+			entries = append(entries, entry{route: r, aggregated: v, legacy: legacy})
+		}
+	}
+	d, err := build(entries)
+	if err != nil {
+		return err
+	}
+	m.docs.Store(d)
+	return nil
+}
+
+// fetchBackend reads the aggregated documents a backend's routes need and
+// each route's resource list. A backend whose aggregated documents cannot
+// be read is down as a whole.
+func (m *Merger) fetchBackend(ctx context.Context, routes []Route, core, apis *aggregatedCache) (*aggregatedCache, *aggregatedCache, *backendDocuments, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	backend := routes[0].Backend
+	fetch := fetcher{client: routes[0].client(m.client)}
+	var needCore, needApis bool
+	for _, r := range routes {
+		needCore = needCore || r.GroupVersion.Group == ""
+		needApis = needApis || r.GroupVersion.Group != ""
+	}
+	docs := &backendDocuments{aggregated: map[metav1.GroupVersion]apidiscoveryv2.APIVersionDiscovery{}, legacy: map[string][]byte{}}
+	var err error
+	if needCore {
+		if core, err = fetch.aggregated(ctx, backend, "/api", core); err != nil {
+			return nil, nil, nil, err
+		}
+		for gv, v := range core.versions {
+			docs.aggregated[gv] = v
+		}
+	}
+	if needApis {
+		if apis, err = fetch.aggregated(ctx, backend, "/apis", apis); err != nil {
+			return nil, nil, nil, err
+		}
+		for gv, v := range apis.versions {
+			docs.aggregated[gv] = v
+		}
+	}
+	for _, r := range routes {
+		b, err := fetch.legacy(ctx, r)
+		if err != nil {
+			// One group-version the backend does not serve leaves only
+			// itself out.
+			m.log.Warn("fetch resource list from backend", "backend", backend.String(), "groupVersion", r.GroupVersion.String(), "err", err)
+			continue
+		}
+		docs.legacy[r.legacyPath()] = b
+	}
+	return core, apis, docs, nil
+}

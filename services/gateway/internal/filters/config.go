@@ -1,0 +1,94 @@
+package filters
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// kube-apiserver's defaults.
+const (
+	DefaultMaxRequestsInFlight         = 400
+	DefaultMaxMutatingRequestsInFlight = 200
+	DefaultRequestTimeout              = 60 * time.Second
+	// DefaultMaxRequestBodyBytes is kube's limit on the body of a write.
+	DefaultMaxRequestBodyBytes = 3 << 20
+	// DefaultShutdownTimeout bounds the wait for requests in flight at
+	// shutdown, as kube's server config does.
+	DefaultShutdownTimeout = 60 * time.Second
+	// MaxHeaderBytes is kube's limit on a request's headers; the server
+	// sets it as http.Server.MaxHeaderBytes.
+	MaxHeaderBytes = 1 << 20
+)
+
+// Config is what the filters and the Lifecycle need. Flags carry kube's
+// names so that operators' habits carry over.
+type Config struct {
+	// MaxRequestsInFlight limits read-only requests (get, list) served at
+	// once; 0 means no limit.
+	MaxRequestsInFlight int
+	// MaxMutatingRequestsInFlight limits the other requests; 0 means no
+	// limit.
+	MaxMutatingRequestsInFlight int
+	// RequestTimeout is the longest a request that is not long-running
+	// may take, and the cap on its ?timeout=.
+	RequestTimeout time.Duration
+	// MaxRequestBodyBytes limits the body of a write; 0 means no limit.
+	MaxRequestBodyBytes int64
+	// ShutdownDelay is how long the server keeps serving, with readiness
+	// failing, before it stops accepting requests, so that load balancers
+	// see it unready first.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the wait for requests in flight.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig is kube-apiserver's configuration.
+func DefaultConfig() Config {
+	return Config{
+		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
+		RequestTimeout:              DefaultRequestTimeout,
+		MaxRequestBodyBytes:         DefaultMaxRequestBodyBytes,
+		ShutdownTimeout:             DefaultShutdownTimeout,
+	}
+}
+
+// AddFlags registers c's flags on fs, with c's values as defaults.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", c.MaxRequestsInFlight,
+		"the maximum number of read-only requests in flight at a given time; 0 means no limit")
+	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", c.MaxMutatingRequestsInFlight,
+		"the maximum number of mutating requests in flight at a given time; 0 means no limit")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
+		"the longest a request may take before it times out, except watches and other long-running requests; also the cap on ?timeout=")
+	fs.Int64Var(&c.MaxRequestBodyBytes, "max-resource-write-bytes", c.MaxRequestBodyBytes,
+		"the limit on the body of a write request; 0 means no limit")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay-duration", c.ShutdownDelay,
+		"how long to keep serving, with /readyz failing, after a shutdown signal")
+}
+
+// Validate reports every invalid field.
+func (c *Config) Validate() []error {
+	var errs []error
+	if c.MaxRequestsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--max-requests-inflight must not be negative, got %d", c.MaxRequestsInFlight))
+	}
+	if c.MaxMutatingRequestsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--max-mutating-requests-inflight must not be negative, got %d", c.MaxMutatingRequestsInFlight))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout must be positive, got %s", c.RequestTimeout))
+	}
+	if c.MaxRequestBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-resource-write-bytes must not be negative, got %d", c.MaxRequestBodyBytes))
+	}
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay-duration must not be negative, got %s", c.ShutdownDelay))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout must be positive, got %s", c.ShutdownTimeout))
+	}
+	return errs
+}

@@ -1,0 +1,214 @@
+package filters
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/libs/apiserver/apistatus"
+)
+
+// Timeout gives a request that is not long-running a deadline: the
+// configured request timeout, or its ?timeout= when shorter and positive,
+// as kube's request deadline does. When the deadline passes before the
+// handler answered, the client gets kube's 504 Timeout Status at once;
+// when the handler had begun answering, the response is aborted, since it
+// can no longer be a whole one. Either way the handler is waited for.
+func (f *Filters) Timeout() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if LongRunning(f.info(c)) {
+				return next(c)
+			}
+			r := c.Request()
+			timeout := f.cfg.RequestTimeout
+			if v := r.URL.Query().Get("timeout"); v != "" {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("invalid timeout specified in the request URL - %v", err)))
+				}
+				if d > 0 && d < timeout {
+					timeout = d
+				}
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			defer cancel()
+			c.SetRequest(r.WithContext(ctx))
+			return f.serveWithin(ctx, c, next)
+		}
+	}
+}
+
+// handlerResult is how a handler run in its own goroutine ended.
+type handlerResult struct {
+	err       error
+	panicking bool
+	panicVal  any
+}
+
+// serveWithin runs next in a goroutine it waits for, answering 504 when
+// ctx ends first.
+func (f *Filters) serveWithin(ctx context.Context, c echo.Context, next echo.HandlerFunc) error {
+	resp := c.Response()
+	w := resp.Writer
+	tw := &timeoutWriter{w: w, header: w.Header().Clone()}
+	resp.Writer = tw
+	done := make(chan handlerResult, 1)
+	go func() {
+		res := handlerResult{panicking: true}
+		defer func() {
+			if res.panicking {
+				res.panicVal = recover()
+			}
+			tw.finish()
+			done <- res
+		}()
+		res.err = next(c)
+		res.panicking = false
+	}()
+
+	var res handlerResult
+	received := false
+	select {
+	case res = <-done:
+		received = true
+	case <-ctx.Done():
+	}
+	started, finished := tw.timeout()
+	if received && (started || res.panicking || ctx.Err() == nil) {
+		resp.Writer = w
+		return finish(res)
+	}
+	// A handler that answered nothing by the deadline gets the 504, even
+	// if it returned as the deadline passed: its error is the deadline's.
+	if !started {
+		st := apistatus.Status(apierrors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout - %v", ctx.Err()), 0))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGatewayTimeout)
+		if err := json.NewEncoder(w).Encode(st); err != nil {
+			f.log.Debug("write timeout status", "err", err)
+		}
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	if !received {
+		res = <-done
+	}
+	resp.Writer = w
+	if started && finished {
+		// The handler answered and returned as the deadline passed.
+		return finish(res)
+	}
+	if res.panicking && res.panicVal != http.ErrAbortHandler {
+		panic(res.panicVal)
+	}
+	if res.err != nil {
+		f.log.Debug("request ended after its timeout", "path", c.Request().URL.Path, "err", res.err)
+	}
+	if started {
+		// Abort without a stack trace in the log: the client sees a
+		// cut response rather than a whole wrong one.
+		panic(http.ErrAbortHandler)
+	}
+	resp.Status, resp.Committed = http.StatusGatewayTimeout, true
+	return nil
+}
+
+func finish(res handlerResult) error {
+	if res.panicking {
+		panic(res.panicVal)
+	}
+	return res.err
+}
+
+// timeoutWriter passes a handler's response through until the timeout;
+// after it, writes fail with http.ErrHandlerTimeout. The handler's headers
+// live in a map of their own until it writes, so the 504 is not built on
+// them.
+type timeoutWriter struct {
+	w           http.ResponseWriter
+	mu          sync.Mutex
+	header      http.Header
+	timedOut    bool
+	wroteHeader bool
+	// finished is set when the handler returns.
+	finished bool
+}
+
+func (tw *timeoutWriter) Header() http.Header {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.timedOut {
+		return http.Header{}
+	}
+	return tw.header
+}
+
+func (tw *timeoutWriter) WriteHeader(code int) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.timedOut || tw.wroteHeader {
+		return
+	}
+	tw.writeHeaderLocked(code)
+}
+
+func (tw *timeoutWriter) writeHeaderLocked(code int) {
+	dst := tw.w.Header()
+	for k, v := range tw.header {
+		dst[k] = v
+	}
+	tw.wroteHeader = true
+	tw.w.WriteHeader(code)
+}
+
+func (tw *timeoutWriter) Write(p []byte) (int, error) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.timedOut {
+		return 0, http.ErrHandlerTimeout
+	}
+	if !tw.wroteHeader {
+		tw.writeHeaderLocked(http.StatusOK)
+	}
+	return tw.w.Write(p)
+}
+
+// Flush lets a proxied response stream until the timeout.
+func (tw *timeoutWriter) Flush() {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.timedOut {
+		return
+	}
+	if !tw.wroteHeader {
+		tw.writeHeaderLocked(http.StatusOK)
+	}
+	if fl, ok := tw.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// timeout ends the handler's use of the response and reports whether it
+// had begun answering and whether it had returned: together, under one
+// lock, so that a handler returning as the deadline passes is either
+// whole or aborted, never both.
+func (tw *timeoutWriter) timeout() (started, finished bool) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	tw.timedOut = true
+	return tw.wroteHeader, tw.finished
+}
+
+func (tw *timeoutWriter) finish() {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	tw.finished = true
+}

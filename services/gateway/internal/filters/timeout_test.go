@@ -1,0 +1,99 @@
+package filters_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"kplane.dev/services/gateway/internal/filters"
+)
+
+// untilDeadline answers with how long the request had left, or waits for
+// its context to end when asked to.
+func untilDeadline(c echo.Context) error {
+	ctx := c.Request().Context()
+	if c.QueryParam("block") == "true" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return c.String(http.StatusOK, "no deadline")
+	}
+	return c.String(http.StatusOK, fmt.Sprint(time.Until(deadline) <= time.Hour))
+}
+
+func TestTimeout(t *testing.T) {
+	const timedOut = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}` + "\n"
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		target  string
+		code    int
+		body    string
+	}{
+		{name: "configured timeout", timeout: 20 * time.Millisecond, target: "/api/v1/namespaces/default/configmaps?block=true", code: 504, body: timedOut},
+		{name: "shorter ?timeout= is honoured", timeout: time.Hour, target: "/api/v1/namespaces/default/configmaps?block=true&timeout=20ms", code: 504, body: timedOut},
+		{name: "longer ?timeout= is capped", timeout: time.Hour, target: "/api/v1/namespaces/default/configmaps?timeout=5h", code: 200, body: "true"},
+		{name: "zero ?timeout= is the default", timeout: time.Hour, target: "/api/v1/namespaces/default/configmaps?timeout=0s", code: 200, body: "true"},
+		{name: "invalid ?timeout=", timeout: time.Hour, target: "/api/v1/namespaces/default/configmaps?timeout=abc", code: 400,
+			body: `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"invalid timeout specified in the request URL - time: invalid duration \"abc\"","reason":"BadRequest","code":400}` + "\n"},
+		{name: "watch has no deadline", timeout: 20 * time.Millisecond, target: "/api/v1/namespaces/default/configmaps?watch=true", code: 200, body: "no deadline"},
+		{name: "exec has no deadline", timeout: 20 * time.Millisecond, target: "/api/v1/namespaces/default/pods/p/exec", code: 200, body: "no deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := filters.DefaultConfig()
+			cfg.RequestTimeout = tt.timeout
+			f, _ := newFilters(t, cfg)
+			rec := serve(newEcho(untilDeadline, f.Timeout()), http.MethodGet, tt.target, nil)
+			if rec.Code != tt.code || rec.Body.String() != tt.body {
+				t.Errorf("GET %s = %d %q, want %d %q", tt.target, rec.Code, rec.Body.String(), tt.code, tt.body)
+			}
+			if tt.code >= 400 {
+				if got := rec.Header().Get("Content-Type"); got != "application/json" {
+					t.Errorf("Content-Type = %q, want application/json", got)
+				}
+			}
+		})
+	}
+}
+
+// TestTimeoutAfterAnswerBegan checks that a response cut by the timeout
+// is aborted rather than ended as if whole.
+func TestTimeoutAfterAnswerBegan(t *testing.T) {
+	cfg := filters.DefaultConfig()
+	cfg.RequestTimeout = 20 * time.Millisecond
+	f, _ := newFilters(t, cfg)
+	e := newEcho(func(c echo.Context) error {
+		c.Response().Header().Set("Content-Type", "application/json")
+		c.Response().WriteHeader(http.StatusOK)
+		_, _ = c.Response().Write([]byte(`{"items":[`))
+		c.Response().Flush()
+		<-c.Request().Context().Done()
+		// Write until the timeout has taken the response, so that the
+		// handler is still running when it does.
+		for {
+			if _, err := c.Response().Write([]byte(`{},`)); err != nil {
+				return err
+			}
+		}
+	}, f.Timeout())
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/v1/configmaps")
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("read body = %q, %v; want it cut with an unexpected EOF", body, err)
+	}
+}

@@ -1,0 +1,88 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset/typed/apiregistration/v1"
+)
+
+// builtinPriority is kube-apiserver's ordering of a group/version it
+// serves itself (its apiVersionPriorities), so discovery lists groups in
+// the order kubectl users know.
+type builtinPriority struct {
+	gv             schema.GroupVersion
+	group, version int32
+}
+
+// builtins are the group/versions core serves.
+func builtins() []builtinPriority {
+	return []builtinPriority{
+		{schema.GroupVersion{Version: "v1"}, 18000, 1},
+		{schema.GroupVersion{Group: "apiregistration.k8s.io", Version: "v1"}, 18000, 15},
+		{schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}, 17750, 15},
+		{schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}, 17000, 15},
+		{schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}, 16700, 15},
+		{schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}, 16500, 15},
+	}
+}
+
+// APIServiceName is the name of gv's APIService, "<version>.<group>"
+// ("v1." for the legacy group).
+func APIServiceName(gv schema.GroupVersion) string {
+	return gv.Version + "." + gv.Group
+}
+
+// BuiltinAPIServices are the local APIServices of the group/versions core
+// serves.
+func BuiltinAPIServices() []*apiregistrationv1.APIService {
+	var out []*apiregistrationv1.APIService
+	for _, b := range builtins() {
+		out = append(out, &apiregistrationv1.APIService{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: APIServiceName(b.gv),
+				// kube marks the APIServices it registers itself so
+				// they can be told from the user's.
+				Labels: map[string]string{"kube-aggregator.kubernetes.io/automanaged": "onstart"},
+			},
+			Spec: apiregistrationv1.APIServiceSpec{
+				Group:                b.gv.Group,
+				Version:              b.gv.Version,
+				GroupPriorityMinimum: b.group,
+				VersionPriority:      b.version,
+			},
+		})
+	}
+	return out
+}
+
+// EnsureBuiltins creates the built-in APIServices that are missing and
+// puts back the spec of those that were changed. Gateways racing to do
+// the same are not an error.
+func EnsureBuiltins(ctx context.Context, c apiregistrationclient.APIServiceInterface) error {
+	for _, want := range BuiltinAPIServices() {
+		got, err := c.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := c.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create apiservice %s: %w", want.Name, err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("read apiservice %s: %w", want.Name, err)
+		}
+		if apiequality.Semantic.DeepEqual(got.Spec, want.Spec) {
+			continue
+		}
+		got.Spec = want.Spec
+		if _, err := c.Update(ctx, got, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("restore apiservice %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,363 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	restclient "k8s.io/client-go/rest"
+	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/services/gateway/internal/authn"
+	"kplane.dev/services/gateway/internal/availability"
+	"kplane.dev/services/gateway/internal/discovery"
+	"kplane.dev/services/gateway/internal/filters"
+	"kplane.dev/services/gateway/internal/openapi"
+	"kplane.dev/services/gateway/internal/proxy"
+	"kplane.dev/services/gateway/internal/routing"
+)
+
+// Identity is who the gateway is when it calls core for itself (to
+// register and follow APIServices).
+func Identity() frontproxy.User {
+	return frontproxy.User{Name: "system:kplane-gateway", Groups: []string{authn.SystemMasters, authn.AllAuthenticated}}
+}
+
+// Server is the gateway.
+type Server struct {
+	cfg    *Config
+	log    *slog.Logger
+	echo   *echo.Echo
+	authn  *authn.Authenticator
+	core   *routing.Backend
+	table  *routing.Table
+	limits *filters.Filters
+	// registered is kube's readiness hook of the APIService registration:
+	// done once the routing table holds every APIService.
+	registered *filters.PostStartHook
+	discovery  *discovery.Merger
+	openapi    *openapi.Merger
+	// availability keeps the Available condition of every APIService.
+	availability *availability.Controller
+	// documents serves the discovery and OpenAPI documents.
+	documents *echo.Echo
+}
+
+// New builds the gateway cfg describes.
+func New(cfg *Config) (*Server, error) {
+	coreTransport, err := proxy.NewTransport(cfg.coreURLs, &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cfg.proxyClient},
+		RootCAs:      cfg.backendCA,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("core backend: %w", err)
+	}
+	core := &routing.Backend{Name: "core", Transport: coreTransport}
+	client, err := aggregator.NewForConfig(&restclient.Config{
+		Host:      core.URL("").String(),
+		Transport: asUser(coreTransport, Identity()),
+		QPS:       -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apiservice client: %w", err)
+	}
+	table, err := routing.New(routing.Options{
+		Core:              core,
+		Client:            client,
+		Resolver:          cfg.resolver,
+		ClientCertificate: cfg.proxyClient,
+		Logger:            cfg.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.log,
+		authn:      authn.New(cfg.tokens),
+		core:       core,
+		table:      table,
+		registered: filters.NewPostStartHook("apiservice-registration-controller"),
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("register go metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("register process metrics: %w", err)
+	}
+	if s.limits, err = filters.New(cfg.filters, reg,
+		filters.WithRequestInfo(requestInfo),
+		filters.WithPrivileged(privileged),
+		filters.WithLogger(cfg.log),
+	); err != nil {
+		return nil, err
+	}
+	// Every route carries its backend's client; core's is the fallback.
+	backendClient := core.Client(0)
+	if s.discovery, err = discovery.New(routes{table}, backendClient,
+		discovery.WithInterval(cfg.documentsInterval), discovery.WithLogger(cfg.log)); err != nil {
+		return nil, err
+	}
+	if s.openapi, err = openapi.New(routes{table}, backendClient,
+		openapi.WithInterval(cfg.documentsInterval), openapi.WithLogger(cfg.log),
+		openapi.WithVersion(filters.VersionInfo().GitVersion)); err != nil {
+		return nil, err
+	}
+
+	if s.availability, err = availability.New(client.ApiregistrationV1().APIServices(), endpoints{table: table, core: core},
+		availability.WithInterval(cfg.availabilityInterval), availability.WithLogger(cfg.log)); err != nil {
+		return nil, err
+	}
+
+	s.echo = echo.New()
+	s.echo.HideBanner, s.echo.HidePort = true, true
+	s.echo.HTTPErrorHandler = apistatus.HTTPErrorHandler
+	for _, f := range s.filters() {
+		s.echo.Use(f.wrap)
+	}
+	for _, h := range s.limits.HealthEndpoints(s.registered) {
+		s.echo.GET("/"+h.Name, echo.WrapHandler(h.Handler))
+		s.echo.GET("/"+h.Name+"/*", echo.WrapHandler(h.Handler))
+	}
+	version := echo.WrapHandler(filters.VersionHandler(filters.VersionInfo()))
+	s.echo.GET("/version", version)
+	s.echo.GET("/version/", version)
+	s.echo.GET("/metrics", echo.WrapHandler(filters.MetricsHandler(reg)))
+	// The documents get a router of their own: echo matches
+	// /apis/:group/:version for deeper paths too, which are resources to
+	// proxy, so route picks the documents' paths itself.
+	s.documents = echo.New()
+	s.documents.HTTPErrorHandler = apistatus.HTTPErrorHandler
+	s.discovery.Register(s.documents)
+	s.openapi.Register(s.documents)
+	s.echo.Any("/*", s.route)
+	s.echo.Any("/", s.route)
+	return s, nil
+}
+
+// Handler is the gateway's HTTP handler, for tests that serve it
+// themselves.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Table is the routing table.
+func (s *Server) Table() *routing.Table { return s.table }
+
+// Run serves until ctx ends, then shuts down as kube-apiserver does:
+// readiness fails for the shutdown delay while requests are still served,
+// then watches end, the listener closes and requests in flight get up to
+// the shutdown timeout to finish.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.listenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.listenAddress, err)
+	}
+	tlsConfig := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{s.cfg.serving},
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	if s.cfg.clientCA != nil {
+		// A client may authenticate with a token instead.
+		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
+		tlsConfig.ClientCAs = s.cfg.clientCA
+	}
+	srv := &http.Server{
+		Handler:           s.echo,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    filters.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+
+	// The background work outlives ctx: it keeps routes and documents
+	// current while requests drain, and stops after them.
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	bgErrs := make(chan error, 5)
+	goBackground := func(run func(context.Context) error) {
+		background.Go(func() { bgErrs <- run(bgCtx) })
+	}
+	goBackground(s.table.Run)
+	goBackground(s.discovery.Run)
+	goBackground(s.openapi.Run)
+	goBackground(s.availability.Run)
+	goBackground(s.followRoutes)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	s.log.Info("serving", "address", ln.Addr().String())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		if err := s.limits.Lifecycle().Drain(ctx, srv); err != nil {
+			runErr = fmt.Errorf("shut down: %w", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			runErr = errors.Join(runErr, fmt.Errorf("serve: %w", err))
+		}
+	case err := <-served:
+		runErr = fmt.Errorf("serve: %w", err)
+	}
+	stopBackground()
+	background.Wait()
+	close(bgErrs)
+	for err := range bgErrs {
+		runErr = errors.Join(runErr, err)
+	}
+	s.core.Transport.CloseIdleConnections()
+	s.log.Info("stopped")
+	return runErr
+}
+
+// followRoutes refreshes the documents and probes the APIServices again
+// whenever the routes change, and
+// completes the registration hook once the table first holds every
+// APIService.
+func (s *Server) followRoutes(ctx context.Context) error {
+	changed, unsubscribe := s.table.Subscribe()
+	defer unsubscribe()
+	// The table reports it is synced just after its last change of the
+	// initial sync, so readiness is polled until then.
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	registered := false
+	for {
+		if !registered && s.table.Synced() {
+			// The documents are fetched before the gateway says it is
+			// ready, so a client's first discovery is complete.
+			if err := s.discovery.Sync(ctx); err != nil {
+				s.log.Warn("first discovery sync", "err", err)
+			}
+			if err := s.openapi.Sync(ctx); err != nil {
+				s.log.Warn("first openapi sync", "err", err)
+			}
+			s.registered.Complete()
+			registered = true
+			poll.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+			s.discovery.Refresh()
+			s.openapi.Refresh()
+			s.availability.Trigger()
+		case <-poll.C:
+		}
+	}
+}
+
+// route forwards a request to the backend of its group/version. Paths
+// outside any group/version that the gateway does not serve itself go to
+// core.
+func (s *Server) route(c echo.Context) error {
+	r := c.Request()
+	if r.Method == http.MethodGet && documentPath(r.URL.Path) {
+		s.documents.ServeHTTP(c.Response(), r)
+		return nil
+	}
+	u, _ := frontproxy.UserFrom(r.Context())
+	backend := s.core
+	if gv, ok := groupVersion(r.URL.Path); ok {
+		rt, found := s.table.Lookup(gv)
+		if !found {
+			if !s.table.Synced() {
+				// Not knowing the route yet is not knowing the group is
+				// absent: clients retry a 503 with Retry-After.
+				c.Response().Header().Set("Retry-After", "1")
+				return apistatus.Write(c, apierrors.NewServiceUnavailable("the gateway's routing table is not synced yet"))
+			}
+			return echo.ErrNotFound
+		}
+		if !rt.Available || rt.Backend == nil {
+			return apistatus.Write(c, apierrors.NewServiceUnavailable("service unavailable"))
+		}
+		backend = rt.Backend
+	}
+	if filters.LongRunning(requestInfo(c)) {
+		defer s.finishOnShutdown(r.Context())
+	}
+	proxy.Forward(c.Response(), r, backend.Transport, u, s.log)
+	return nil
+}
+
+// finishOnShutdown ends a long-running response that shutdown cut short
+// as a finished response rather than an aborted one, as kube ends its
+// watches at shutdown: clients then see the stream end and watch again
+// elsewhere instead of reporting an error. The proxy aborts (panics with
+// http.ErrAbortHandler) when its request's context ends mid-stream; any
+// other panic goes on.
+func (s *Server) finishOnShutdown(ctx context.Context) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) && ctx.Err() != nil && s.limits.Lifecycle().Draining() {
+		return
+	}
+	panic(p)
+}
+
+// documentPath reports whether path is a discovery or OpenAPI document
+// the gateway serves itself: /api, /apis, /apis/<group>, /openapi/v2,
+// /openapi/v3 and /openapi/v3/<group-version>.
+func documentPath(path string) bool {
+	if path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/v3/") {
+		return true
+	}
+	// /api/<v> and /apis/<g>/<v> go to the group-version's owner, as
+	// kube-aggregator proxies them: always current, and 503 when the
+	// owner is unavailable.
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch parts[0] {
+	case "api":
+		return len(parts) == 1
+	case "apis":
+		return len(parts) <= 2
+	}
+	return false
+}
+
+// groupVersion reads the group/version of /api/<v>[/...] and
+// /apis/<g>/<v>[/...].
+func groupVersion(path string) (schema.GroupVersion, bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api" && parts[1] != "":
+		return schema.GroupVersion{Version: parts[1]}, true
+	case len(parts) >= 3 && parts[0] == "apis" && parts[1] != "" && parts[2] != "":
+		return schema.GroupVersion{Group: parts[1], Version: parts[2]}, true
+	}
+	return schema.GroupVersion{}, false
+}
+
+// asUser sends every request through rt as u.
+func asUser(rt http.RoundTripper, u frontproxy.User) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		proxy.SetIdentity(r.Header, &u)
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

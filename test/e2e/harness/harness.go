@@ -1,0 +1,477 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kplane.dev/deploy/launcher"
+	"kplane.dev/libs/apiserver/frontproxy"
+)
+
+// Timeouts of the harness; generous because the machine may be busy
+// building other things.
+const (
+	readyTimeout = 2 * time.Minute
+	stopTimeout  = time.Minute
+	pollInterval = 50 * time.Millisecond
+	// logTail is how much of each log is printed when a test fails.
+	logTail = 64 << 10
+)
+
+// System is a kplane started by kplane-up for one test.
+type System struct {
+	// DataDir is the launcher's data directory.
+	DataDir string
+	// Kubeconfig is the admin kubeconfig's path; empty when the gateway
+	// does not run.
+	Kubeconfig string
+	// Ports are the services' ports by name, and "etcd" and "nats"; with
+	// several core replicas, "core" is the first's and each replica's
+	// port is under its name ("core-0", "core-1", ...).
+	Ports map[string]int
+
+	services []string
+	// path and args run kplane-up; cmd is the running one.
+	path    string
+	args    []string
+	cmd     *exec.Cmd
+	output  *lockedBuffer
+	exited  chan error // receives the launcher's exit once
+	exitErr error
+	done    bool
+}
+
+// Option changes how Start runs the system.
+type Option func(*settings)
+
+type settings struct {
+	services     []string
+	coreReplicas int
+}
+
+// WithServices runs only the services called names (kplane-up
+// --services), for tests of the launcher or of one service.
+func WithServices(names ...string) Option {
+	return func(s *settings) { s.services = names }
+}
+
+// WithCoreReplicas runs n core processes (kplane-up --core-replicas),
+// named core-0, core-1, ... for PID, KillService and RestartService when
+// n > 1; the gateway sends to all of them.
+func WithCoreReplicas(n int) Option {
+	return func(s *settings) { s.coreReplicas = n }
+}
+
+// Start runs kplane-up on a temporary data directory and free ports, waits
+// until every service is ready, and stops it when the test ends.
+func Start(t testing.TB, opts ...Option) *System {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole system")
+	}
+	set := settings{coreReplicas: 1}
+	for _, o := range opts {
+		o(&set)
+	}
+	all := launcher.Services()
+	var run []launcher.Service
+	for _, s := range all {
+		if len(set.services) == 0 || slices.Contains(set.services, s.Name) {
+			run = append(run, s)
+		}
+	}
+	bin, err := binaries()
+	if err != nil {
+		t.Fatalf("build kplane: %v", err)
+	}
+
+	s := &System{
+		DataDir: t.TempDir(),
+		Ports:   map[string]int{},
+		output:  &lockedBuffer{},
+	}
+	args := []string{"--data-dir=" + s.DataDir, "--bin-dir=" + bin, "--stop-grace=20s"}
+	// Every service gets a free port, running or not, so that no default
+	// port of a developer's own make up is touched.
+	names := []string{"etcd", "nats"}
+	sizes := []int{1, 1}
+	replicas := map[string]int{}
+	for _, svc := range all {
+		names = append(names, svc.Name)
+		replicas[svc.Name] = 1
+		if svc.Name == "core" {
+			replicas[svc.Name] = set.coreReplicas
+		}
+		sizes = append(sizes, replicas[svc.Name])
+	}
+	ports := freePorts(t, sizes)
+	for i, name := range names {
+		s.Ports[name] = ports[i]
+		args = append(args, fmt.Sprintf("--%s-port=%d", name, ports[i]))
+		for r := range sizes[i] {
+			s.Ports[launcher.ReplicaName(name, r, sizes[i])] = ports[i] + r
+		}
+	}
+	if set.coreReplicas != 1 {
+		args = append(args, fmt.Sprintf("--core-replicas=%d", set.coreReplicas))
+	}
+	for _, svc := range run {
+		for r := range replicas[svc.Name] {
+			s.services = append(s.services, launcher.ReplicaName(svc.Name, r, replicas[svc.Name]))
+		}
+		if svc.Name == launcher.PublicService {
+			s.Kubeconfig = filepath.Join(s.DataDir, launcher.KubeconfigFile)
+		}
+	}
+	var only []string
+	for _, svc := range run {
+		only = append(only, svc.Name)
+	}
+	args = append(args, "--services="+strings.Join(only, ","))
+
+	s.path, s.args = filepath.Join(bin, launcherBinary), args
+	t.Cleanup(func() {
+		s.Stop(t)
+		if t.Failed() {
+			s.dumpLogs(t)
+		}
+	})
+	s.launch(t)
+	return s
+}
+
+// launch runs kplane-up and waits until every service is ready.
+func (s *System) launch(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(s.path, s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
+	// Environment that would point the launcher elsewhere is not the
+	// test's.
+	s.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, launcher.EnvEtcdServers+"=") || strings.HasPrefix(kv, launcher.EnvNATSURL+"=") || strings.HasPrefix(kv, launcher.EnvNATSToken+"=")
+	})
+	s.exited, s.exitErr, s.done = make(chan error, 1), nil, false
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start kplane-up: %v", err)
+	}
+	go func() { s.exited <- s.cmd.Wait() }()
+	s.waitReady(t)
+}
+
+// Relaunch stops kplane-up as Ctrl-C does and runs it again on the same
+// data directory and ports, as a user running make up twice.
+func (s *System) Relaunch(t testing.TB) {
+	t.Helper()
+	s.Stop(t)
+	fmt.Fprintf(s.output, "==== harness: relaunching kplane-up\n")
+	s.launch(t)
+}
+
+// waitReady waits until every service has a pid file, which the launcher
+// writes once the service's /readyz passed.
+func (s *System) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		missing := ""
+		for _, name := range s.services {
+			if _, err := s.pid(name); err != nil {
+				missing = name
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if s.launcherExited() {
+			t.Fatalf("kplane-up exited before %s was ready: %v", missing, s.exitErr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %v", missing, readyTimeout)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// launcherExited says whether kplane-up has exited, recording how.
+func (s *System) launcherExited() bool {
+	if s.done {
+		return true
+	}
+	select {
+	case err := <-s.exited:
+		s.exitErr, s.done = err, true
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop stops kplane-up as Ctrl-C does and fails the test if it does not
+// exit cleanly or leaves a service process behind. Stopping twice does
+// nothing.
+func (s *System) Stop(t testing.TB) {
+	t.Helper()
+	if s.launcherExited() {
+		return
+	}
+	var pids []int
+	for _, name := range s.services {
+		if pid, err := s.pid(name); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Errorf("signal kplane-up: %v", err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exitErr, s.done = err, true
+		if err != nil {
+			t.Errorf("kplane-up exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		s.exitErr, s.done = <-s.exited, true
+		t.Errorf("kplane-up still running %v after SIGTERM", stopTimeout)
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("service process %d still runs after kplane-up stopped", pid)
+		}
+	}
+}
+
+// PID is the pid of the ready process of the service called name.
+func (s *System) PID(t testing.TB, name string) int {
+	t.Helper()
+	pid, err := s.pid(name)
+	if err != nil {
+		t.Fatalf("pid of %s: %v", name, err)
+	}
+	return pid
+}
+
+func (s *System) pid(name string) (int, error) {
+	b, err := os.ReadFile(launcher.PIDFile(s.DataDir, name))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// KillService kills the process of the service called name with SIGKILL,
+// as a crash would, and waits until the launcher has started a new one and
+// it is ready. It returns the new pid.
+func (s *System) KillService(t testing.TB, name string) int {
+	t.Helper()
+	return s.signalService(t, name, syscall.SIGKILL)
+}
+
+// RestartService stops the process of the service called name with
+// SIGTERM, as a rolling restart would, and waits until the launcher has
+// started a new one and it is ready. It returns the new pid.
+func (s *System) RestartService(t testing.TB, name string) int {
+	t.Helper()
+	return s.signalService(t, name, syscall.SIGTERM)
+}
+
+func (s *System) signalService(t testing.TB, name string, sig syscall.Signal) int {
+	t.Helper()
+	old := s.PID(t, name)
+	if err := syscall.Kill(old, sig); err != nil {
+		t.Fatalf("signal %s (pid %d): %v", name, old, err)
+	}
+	return s.WaitReplaced(t, name, old)
+}
+
+// WaitReplaced waits until the launcher has started a process of the
+// service called name other than pid and it is ready, and returns its pid;
+// tests that signal a process themselves, to keep working while it is
+// down, wait with it.
+func (s *System) WaitReplaced(t testing.TB, name string, pid int) int {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if p, err := s.pid(name); err == nil && p != pid {
+			return p
+		}
+		if s.launcherExited() {
+			t.Fatalf("kplane-up exited while %s (pid %d) was being replaced: %v", name, pid, s.exitErr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) not replaced by a ready process after %v", name, pid, readyTimeout)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// RESTConfig is the admin's client-go configuration, read from the admin
+// kubeconfig.
+func (s *System) RESTConfig(t testing.TB) *rest.Config {
+	t.Helper()
+	if s.Kubeconfig == "" {
+		t.Fatal("no admin kubeconfig: the gateway does not run")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		t.Fatalf("load admin kubeconfig: %v", err)
+	}
+	return cfg
+}
+
+// CoreConfig is a client-go configuration that talks to core directly as
+// the gateway does: with the gateway's front-proxy client certificate,
+// naming the admin in identity headers. It measures what the gateway's hop
+// costs, and reaches core when the gateway does not run.
+func (s *System) CoreConfig(t testing.TB) *rest.Config {
+	t.Helper()
+	pkiDir := filepath.Join(s.DataDir, "pki")
+	return &rest.Config{
+		Host: "https://127.0.0.1:" + strconv.Itoa(s.Ports["core"]),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   filepath.Join(pkiDir, "ca.crt"),
+			CertFile: filepath.Join(pkiDir, frontproxy.ClientName+".crt"),
+			KeyFile:  filepath.Join(pkiDir, frontproxy.ClientName+".key"),
+		},
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return identity{next: rt}
+		},
+	}
+}
+
+// identity sets the admin's identity headers, as the gateway does.
+type identity struct{ next http.RoundTripper }
+
+func (i identity) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(frontproxy.UserHeader, launcher.AdminUser)
+	r.Header.Set(frontproxy.GroupHeader, launcher.AdminGroup)
+	return i.next.RoundTrip(r)
+}
+
+// Kubectl runs the machine's kubectl with the admin kubeconfig; the test
+// is skipped when there is no kubectl.
+func (s *System) Kubectl(t testing.TB, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	kubectl, lookErr := exec.LookPath("kubectl")
+	if lookErr != nil {
+		t.Skip("kubectl is not installed")
+	}
+	if s.Kubeconfig == "" {
+		t.Fatal("no admin kubeconfig: the gateway does not run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig=" + s.Kubeconfig}, args...)...)
+	// kubectl's cache of discovery lives with the test, not the user.
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(s.DataDir, "kubectl-cache"), "HOME="+s.DataDir)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// dumpLogs prints the launcher's output and the end of every log.
+func (s *System) dumpLogs(t testing.TB) {
+	t.Helper()
+	t.Logf("==== kplane-up output\n%s", s.output.String())
+	logs, _ := filepath.Glob(filepath.Join(s.DataDir, "logs", "*.log"))
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Logf("==== %s: %v", f, err)
+			continue
+		}
+		if len(b) > logTail {
+			b = b[len(b)-logTail:]
+		}
+		t.Logf("==== %s\n%s", filepath.Base(f), b)
+	}
+}
+
+// freePorts returns, for each size, the first of that many consecutive
+// ports nothing listens on at the moment: all are held open until all are
+// found, so the blocks are distinct.
+func freePorts(t testing.TB, sizes []int) []int {
+	t.Helper()
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, len(sizes))
+	for _, n := range sizes {
+		block, err := freeBlock(n)
+		if err != nil {
+			t.Fatalf("find %d free consecutive ports: %v", n, err)
+		}
+		held = append(held, block...)
+		ports = append(ports, block[0].Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// freeBlock listens on n consecutive ports, the first chosen by the
+// kernel; it tries again from another when a following port is taken.
+func freeBlock(n int) ([]net.Listener, error) {
+	const attempts = 100
+	for range attempts {
+		first, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		block := []net.Listener{first}
+		port := first.Addr().(*net.TCPAddr).Port
+		for i := 1; i < n; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+i))
+			if err != nil {
+				break
+			}
+			block = append(block, l)
+		}
+		if len(block) == n {
+			return block, nil
+		}
+		for _, l := range block {
+			_ = l.Close()
+		}
+	}
+	return nil, fmt.Errorf("no block after %d attempts", attempts)
+}
+
+// lockedBuffer collects a process's output written from its own
+// goroutines while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

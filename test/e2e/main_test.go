@@ -1,0 +1,10 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"kplane.dev/test/e2e/harness"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
