@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,10 @@ func backendUnreachable(err error) bool {
 // died. client-go sends GETs again itself; writes are sent again by the
 // caller.
 func connectionLost(err error) bool {
+	// client-go wraps a response body cut short ("unexpected error when
+	// reading response body"), which IsProbableEOF does not unwrap.
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		strings.Contains(err.Error(), "http2: client connection lost")
 }
 

@@ -30,8 +30,10 @@ const (
 	readyTimeout = 2 * time.Minute
 	stopTimeout  = time.Minute
 	pollInterval = 50 * time.Millisecond
-	// logTail is how much of each log is printed when a test fails.
-	logTail = 64 << 10
+	// logTail is how much of each log is printed when a test fails: short,
+	// so that the failure itself, printed before the logs, stays within what
+	// a CI summary shows of the output's end.
+	logTail = 4 << 10
 )
 
 // System is a kplane started by kplane-up for one test.
