@@ -34,7 +34,9 @@ type TokenRequest struct {
 	ServiceAccountName string `json:"serviceAccountName"`
 	ServiceAccountUID  string `json:"serviceAccountUID"`
 	// Request is the authentication.k8s.io/v1 TokenRequest as the client
-	// sent it, defaulted (audiences, expirationSeconds) by the caller.
+	// sent it. authn defaults and validates it as kube-apiserver does
+	// (audiences: its API audiences; expirationSeconds: 3600, at least 600)
+	// and answers an invalid one with a 422 error reply.
 	Request []byte `json:"request"`
 	// BoundObject, when spec.boundObjectRef is set, carries the bound
 	// object's identity as read from storage.
