@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -440,6 +441,47 @@ func TestClientGo(t *testing.T) {
 				if !slices.Contains(tt.wantPaths, p) {
 					t.Fatalf("client requested %s; want only %v", p, tt.wantPaths)
 				}
+			}
+		})
+	}
+}
+
+// TestActions checks that an action lists with its own kind and group,
+// verbs [create], as kube lists serviceaccounts/token, in both forms.
+func TestActions(t *testing.T) {
+	sa := &resource.Resource{
+		GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"},
+		Kind:                 "ServiceAccount",
+		Singular:             "serviceaccount",
+		Namespaced:           true,
+		Subresources: resource.Subresources{Actions: []resource.Action{{
+			Name: "token",
+			Kind: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"},
+		}}},
+	}
+	want := metav1.APIResource{Name: "serviceaccounts/token", Namespaced: true, Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest", Verbs: []string{"create"}}
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			srv := newServer(t, sa)
+			dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var client discovery.DiscoveryInterface = dc
+			if legacy {
+				client = dc.WithLegacy()
+			}
+			list, err := client.ServerResourcesForGroupVersion("v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want.Name })
+			if i < 0 {
+				t.Fatalf("no %s in %+v", want.Name, list.APIResources)
+			}
+			got := list.APIResources[i]
+			if got.Group != want.Group || got.Version != want.Version || got.Kind != want.Kind || !slices.Equal(got.Verbs, want.Verbs) || got.Namespaced != want.Namespaced {
+				t.Fatalf("got %+v, want %+v", got, want)
 			}
 		})
 	}

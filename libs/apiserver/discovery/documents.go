@@ -11,15 +11,18 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
 	"kplane.dev/libs/apiserver/resource"
 )
 
-// subresource is one served subresource and its verbs.
+// subresource is one served subresource and its verbs; kind, when set,
+// is the kind it takes instead of the resource's (an action's).
 type subresource struct {
 	name  string
 	verbs []string
+	kind  *schema.GroupVersionKind
 }
 
 // subresources lists what r serves besides itself, in kube's order
@@ -32,6 +35,10 @@ func subresources(r *resource.Resource) []subresource {
 	if r.Subresources.Status {
 		subs = append(subs, subresource{name: "status", verbs: []string{"get", "patch", "update"}})
 	}
+	for _, a := range r.Subresources.Actions {
+		subs = append(subs, subresource{name: a.Name, verbs: []string{"create"}, kind: &a.Kind})
+	}
+	sort.SliceStable(subs, func(i, j int) bool { return subs[i].name < subs[j].name })
 	return subs
 }
 
@@ -200,12 +207,18 @@ func resourceList(gv string, resources []*resource.Resource) metav1.APIResourceL
 			StorageVersionHash: StorageVersionHash(gvr.Group, gvr.Version, r.Kind),
 		})
 		for _, sub := range subresources(r) {
-			rl.APIResources = append(rl.APIResources, metav1.APIResource{
+			ar := metav1.APIResource{
 				Name:       gvr.Resource + "/" + sub.name,
 				Namespaced: r.Namespaced,
 				Kind:       r.Kind,
 				Verbs:      sub.verbs,
-			})
+			}
+			if sub.kind != nil {
+				// Kube names the group and version of a subresource
+				// whose kind is another group's (TokenRequest).
+				ar.Group, ar.Version, ar.Kind = sub.kind.Group, sub.kind.Version, sub.kind.Kind
+			}
+			rl.APIResources = append(rl.APIResources, ar)
 		}
 	}
 	return rl
@@ -234,9 +247,13 @@ func versionDiscovery(v versionResources) apidiscoveryv2.APIVersionDiscovery {
 			Categories:       r.Categories,
 		}
 		for _, sub := range subresources(r) {
+			subKind := kind
+			if sub.kind != nil {
+				subKind = &metav1.GroupVersionKind{Group: sub.kind.Group, Version: sub.kind.Version, Kind: sub.kind.Kind}
+			}
 			rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 				Subresource:  sub.name,
-				ResponseKind: kind,
+				ResponseKind: subKind,
 				Verbs:        sub.verbs,
 			})
 		}

@@ -52,7 +52,31 @@ type Resource struct {
 	// Attrs returns the labels and selectable fields of an object; nil
 	// means storage.DefaultAttrs (metadata.name, metadata.namespace).
 	Attrs storage.AttrFunc
+	// Creater, when set, makes the resource one that is not stored, as
+	// kube's reviews: it answers every create and nothing else is served
+	// (Verbs must be just create). The server builds no store for it.
+	Creater Creater
 }
+
+// Creater answers the creates of a resource or subresource that is not
+// stored, such as TokenReview or serviceaccounts/token: it gets the
+// decoded object and returns what the client receives, with 201 Created.
+type Creater interface {
+	Create(ctx context.Context, req *CreateRequest) (runtime.Object, error)
+}
+
+// CreateRequest is one create a Creater answers.
+type CreateRequest struct {
+	// Namespace is the request's namespace; Name, for a subresource, is
+	// the name of the object it belongs to.
+	Namespace, Name string
+	// Object is the decoded body, its namespace defaulted to Namespace.
+	Object runtime.Object
+	DryRun bool
+}
+
+// Stored reports whether the resource's objects live in storage.
+func (r *Resource) Stored() bool { return r.Creater == nil }
 
 // Subresources lists the subresources a resource serves.
 type Subresources struct {
@@ -63,6 +87,22 @@ type Subresources struct {
 	// changes only spec.finalizers, which updates through the main
 	// resource and /status keep.
 	Finalize bool
+	// Actions are subresources that take creates of a kind of their own,
+	// such as serviceaccounts/token taking TokenRequests.
+	Actions []Action
+}
+
+// Action is a create-only subresource answered by a Creater, as kube's
+// serviceaccounts/token.
+type Action struct {
+	// Name is the subresource's name (token).
+	Name string
+	// Kind is what it takes and returns, with its group and version
+	// (authentication.k8s.io/v1 TokenRequest).
+	Kind schema.GroupVersionKind
+	// Objects decodes the requests.
+	Objects Objects
+	Creater Creater
 }
 
 // Column is one table column: a kube TableColumnDefinition and the cell

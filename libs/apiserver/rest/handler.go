@@ -29,6 +29,8 @@ type Handler struct {
 	patcher *patch.Patcher
 	// admission are the plugins every write goes through, in order.
 	admission []Admission
+	// actions are the handlers of the resource's actions, by name.
+	actions map[string]*Handler
 }
 
 // Option configures a Handler.
@@ -51,6 +53,17 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 	}
 	if err := checkAdmission(h.admission); err != nil {
 		return nil, fmt.Errorf("serve %s: %w", r.GroupResource(), err)
+	}
+	if err := checkUnstored(r); err != nil {
+		return nil, err
+	}
+	actions, err := actionHandlers(h)
+	if err != nil {
+		return nil, err
+	}
+	h.actions = actions
+	if !r.Stored() {
+		return h, nil
 	}
 	p, err := patch.New(r)
 	if err != nil {
@@ -88,7 +101,17 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
 		}
 	default:
-		return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+		a, ok := h.actions[info.Subresource]
+		if !ok {
+			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+		}
+		if info.Verb != "create" {
+			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
+		}
+		if h.r.Namespaced != (info.Namespace != "") {
+			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+		}
+		return a.createUnstored(c, info)
 	}
 	if !h.allows(info.Verb) {
 		return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
@@ -97,6 +120,9 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 		// A cluster-scoped resource under /namespaces/x, or a namespaced
 		// object addressed without its namespace.
 		return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+	}
+	if !h.r.Stored() {
+		return h.createUnstored(c, info)
 	}
 	switch info.Verb {
 	case "get":

@@ -133,7 +133,7 @@ func (s *Server) Replace(resources []*resource.Resource) error {
 		b := &backend{r: r}
 		if prev, ok := old[gvr]; ok {
 			b.store, b.keys, b.stop = prev.store, prev.keys, prev.stop
-		} else {
+		} else if r.Stored() {
 			store, keys, err := s.opts.Stores(r)
 			if err != nil {
 				s.stopAll(started)
