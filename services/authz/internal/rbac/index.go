@@ -1,6 +1,7 @@
 package rbac
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -205,23 +206,7 @@ func (x *Index) grants(user string, groups []string, namespace string) []*ast.Te
 // grant joins a binding with the rules of its role, or with the error kube's
 // rule resolver reports when the role cannot be found.
 func (x *Index) grant(b *binding) *ast.Term {
-	var set ruleSet
-	var found bool
-	var errText string
-	switch b.roleRef.Kind {
-	case "ClusterRole":
-		set, found = x.clusterRoleRules[b.roleRef.Name]
-		if !found {
-			errText = fmt.Sprintf("clusterrole.rbac.authorization.k8s.io %q not found", b.roleRef.Name)
-		}
-	case "Role":
-		set, found = x.roles[nsName{b.namespace, b.roleRef.Name}]
-		if !found {
-			errText = fmt.Sprintf("role.rbac.authorization.k8s.io %q not found", b.roleRef.Name)
-		}
-	default:
-		errText = fmt.Sprintf("unsupported role reference kind: %q", b.roleRef.Kind)
-	}
+	set, errText := x.resolve(b)
 	rules := set.value
 	if rules == nil {
 		rules = ast.NewArray()
@@ -232,6 +217,25 @@ func (x *Index) grant(b *binding) *ast.Term {
 		ast.Item(ast.StringTerm("rules"), ast.NewTerm(rules)),
 		ast.Item(ast.StringTerm("error"), ast.StringTerm(errText)))
 	return ast.ObjectTerm(fields...)
+}
+
+// resolve returns the rules of b's role, or the error kube's rule resolver
+// reports when the role cannot be found.
+func (x *Index) resolve(b *binding) (ruleSet, string) {
+	switch b.roleRef.Kind {
+	case "ClusterRole":
+		if set, ok := x.clusterRoleRules[b.roleRef.Name]; ok {
+			return set, ""
+		}
+		return ruleSet{}, fmt.Sprintf("clusterrole.rbac.authorization.k8s.io %q not found", b.roleRef.Name)
+	case "Role":
+		if set, ok := x.roles[nsName{b.namespace, b.roleRef.Name}]; ok {
+			return set, ""
+		}
+		return ruleSet{}, fmt.Sprintf("role.rbac.authorization.k8s.io %q not found", b.roleRef.Name)
+	default:
+		return ruleSet{}, fmt.Sprintf("unsupported role reference kind: %q", b.roleRef.Kind)
+	}
 }
 
 // aggregate recomputes the rules of every ClusterRole as kube's
@@ -418,4 +422,48 @@ func stringsTerm(values []string) *ast.Term {
 		terms[i] = ast.StringTerm(v)
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+// RulesFor returns the rules user with groups holds in namespace, as kube's
+// rule resolver (pkg/registry/rbac/validation) collects them for a
+// SelfSubjectRulesReview: the rules of every ClusterRoleBinding that applies,
+// then of every RoleBinding of namespace that applies, in the visiting order
+// of grants, each role's rules in its order and repeats kept. The errors are
+// those of roles that cannot be found, without repeats, in that order.
+func (x *Index) RulesFor(user string, groups []string, namespace string) ([]rbacv1.PolicyRule, []error) {
+	keys := make([]string, 0, len(groups)+1)
+	keys = append(keys, userKey(user))
+	for _, g := range groups {
+		keys = append(keys, groupKey(g))
+	}
+
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var bindings []*binding
+	for _, name := range namesFor(x.clusterBySubject, keys) {
+		bindings = append(bindings, x.clusterRoleBindings[name])
+	}
+	if namespace != "" {
+		for _, name := range namesFor(x.namespacedBySubject[namespace], keys) {
+			bindings = append(bindings, x.roleBindings[nsName{namespace, name}])
+		}
+	}
+	var rules []rbacv1.PolicyRule
+	var errs []error
+	var seen []string
+	for _, b := range bindings {
+		// The index keys only narrow: the binding applies when one of its
+		// subjects names the user or a group, which the keys already
+		// establish exactly for users, groups and service accounts.
+		set, errText := x.resolve(b)
+		if errText != "" {
+			if !slices.Contains(seen, errText) {
+				seen = append(seen, errText)
+				errs = append(errs, errors.New(errText))
+			}
+			continue
+		}
+		rules = append(rules, set.rules...)
+	}
+	return slices.Clone(rules), errs
 }
