@@ -24,7 +24,16 @@ const (
 	runDir         = "run"
 	launcherPID    = "kplane-up.pid"
 	KubeconfigFile = "admin.kubeconfig"
+	// PoliciesDir holds operator Rego policies that authz loads and
+	// reloads on change.
+	PoliciesDir = "policies"
 )
+
+// ServiceKubeconfig is the kubeconfig of the service called name, for a
+// service with an Identity.
+func ServiceKubeconfig(dataDir, name string) string {
+	return filepath.Join(dataDir, name+".kubeconfig")
+}
 
 // PIDFile is the file holding the pid of the service called name while
 // a process of it runs and has been ready; tests read it to kill one.
@@ -60,10 +69,22 @@ func Run(ctx context.Context, cfg *Config) error {
 	// The kubeconfig is written before anything starts, so that whoever
 	// sees every service's pid file (ready) finds it too.
 	kubeconfig := filepath.Join(cfg.dataDir, KubeconfigFile)
+	server := "https://127.0.0.1:" + strconv.Itoa(cfg.ports[PublicService])
 	if _, ok := cfg.public(); ok {
-		if err := writeKubeconfig(kubeconfig, "https://127.0.0.1:"+strconv.Itoa(cfg.ports[PublicService]), certs); err != nil {
+		if err := writeKubeconfig(kubeconfig, server, AdminUser, certs.ca, certs.admin); err != nil {
 			return err
 		}
+	}
+	for _, s := range cfg.services {
+		if s.Identity == nil {
+			continue
+		}
+		if err := writeKubeconfig(ServiceKubeconfig(cfg.dataDir, s.Name), server, s.Identity.User, certs.ca, certs.clients[s.Name]); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.dataDir, PoliciesDir), 0o700); err != nil {
+		return fmt.Errorf("create the policy directory: %w", err)
 	}
 
 	etcdServers := cfg.etcdServers
@@ -223,6 +244,7 @@ func (cfg *Config) supervisor(p process, env Env, certs *certificates) (*supervi
 	if err != nil {
 		return nil, err
 	}
+	args = append(args, cfg.extraArgs[s.Name]...)
 	tlsConfig := &tls.Config{RootCAs: certs.ca.Pool(), MinVersion: tls.VersionTLS12}
 	if s.ProbeAsAdmin {
 		tlsConfig.Certificates = []tls.Certificate{certs.admin.TLSCertificate()}

@@ -38,6 +38,10 @@ type Options struct {
 	// Replicas are the numbers of processes of scalable services by name
 	// (--<name>-replicas).
 	Replicas map[string]int
+	// ExtraArgs are arguments appended to a service's own, by name
+	// (--<name>-arg, repeatable): how a user turns on what the defaults
+	// leave off, such as OIDC in authn.
+	ExtraArgs map[string][]string
 
 	// EtcdServers, when set, replace the embedded etcd.
 	EtcdServers []string
@@ -64,6 +68,7 @@ func NewOptions(services []Service, lookup func(string) (string, bool)) *Options
 		DataDir:      ".kplane",
 		Ports:        map[string]int{},
 		Replicas:     map[string]int{},
+		ExtraArgs:    map[string][]string{},
 		EtcdPort:     2379,
 		NATSPort:     4222,
 		StopGrace:    30 * time.Second,
@@ -101,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		if s.Scalable {
 			fs.Var(intEntry{m: o.Replicas, key: s.Name}, s.Name+"-replicas", "number of "+s.Name+" processes, on consecutive ports from --"+s.Name+"-port")
 		}
+		fs.Var(argsEntry{m: o.ExtraArgs, key: s.Name}, s.Name+"-arg", "an argument appended to "+s.Name+"'s own (repeatable), e.g. --"+s.Name+"-arg=--log-format=json")
 	}
 	fs.IntVar(&o.EtcdPort, "etcd-port", o.EtcdPort, "client port of the embedded etcd")
 	fs.IntVar(&o.NATSPort, "nats-port", o.NATSPort, "client port of the embedded NATS server")
@@ -110,6 +116,20 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Only, "services", o.Only, "names of the services to run (default: all); the admin kubeconfig is written only when "+PublicService+" runs")
 	fs.DurationVar(&o.StopGrace, "stop-grace", o.StopGrace, "how long a service may take to exit after SIGTERM before it is killed")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each service may take to become ready")
+}
+
+// argsEntry is the flag of one entry of a map of argument lists.
+type argsEntry struct {
+	m   map[string][]string
+	key string
+}
+
+func (v argsEntry) String() string { return strings.Join(v.m[v.key], " ") }
+func (v argsEntry) Type() string   { return "stringArray" }
+
+func (v argsEntry) Set(s string) error {
+	v.m[v.key] = append(v.m[v.key], s)
+	return nil
 }
 
 // intEntry is the flag of one entry of a map of ints (ports, replicas).
@@ -197,6 +217,7 @@ type Config struct {
 	dataDir, binDir string
 	ports           map[string]int
 	replicas        map[string]int
+	extraArgs       map[string][]string
 	etcdPort        int
 	natsPort        int
 	etcdServers     []string
@@ -245,7 +266,12 @@ func (o *Options) Config(log *slog.Logger, out io.Writer) (*Config, error) {
 	for k, v := range o.Replicas {
 		replicas[k] = v
 	}
+	extra := make(map[string][]string, len(o.ExtraArgs))
+	for k, v := range o.ExtraArgs {
+		extra[k] = slices.Clone(v)
+	}
 	return &Config{
+		extraArgs:     extra,
 		dataDir:       data,
 		binDir:        bin,
 		ports:         ports,

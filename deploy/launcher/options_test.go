@@ -66,3 +66,35 @@ func TestOptionsFromEnvironment(t *testing.T) {
 		t.Errorf("nats token = %q, want tok", o.NATSToken)
 	}
 }
+
+func TestExtraArgs(t *testing.T) {
+	o := NewOptions(Services(), func(string) (string, bool) { return "", false })
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--authn-arg=--oidc-issuer-url=https://issuer", "--authn-arg=--oidc-client-id=kplane", "--core-arg=--log-format=json"}); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := issue(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{extraArgs: o.ExtraArgs, dataDir: "/d", ports: o.Ports, replicas: o.Replicas}
+	for _, p := range []struct {
+		name string
+		want string
+	}{{"authn", "--oidc-client-id=kplane"}, {"core", "--log-format=json"}} {
+		var svc Service
+		for _, s := range Services() {
+			if s.Name == p.name {
+				svc = s
+			}
+		}
+		sup, err := cfg.supervisor(process{service: svc, name: p.name, port: svc.Port}, Env{PKI: "/p", Data: "/d", Ports: o.Ports}, certs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sup.args[len(sup.args)-1]; got != p.want {
+			t.Errorf("%s's last argument = %q, want %q", p.name, got, p.want)
+		}
+	}
+}

@@ -1,7 +1,15 @@
 package launcher
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/pki"
@@ -13,6 +21,9 @@ const (
 	caCert         = "ca"
 	frontProxyCert = "front-proxy-client"
 	adminCert      = "admin"
+	// serviceAccountKey is the service account token signing key
+	// (<name>.key, PKCS#8) and its public half (<name>.pub).
+	serviceAccountKey = "sa"
 )
 
 // Admin is the user of the admin kubeconfig.
@@ -24,7 +35,10 @@ const (
 // certificates are what the installation runs on.
 type certificates struct {
 	ca, admin *pki.Cert
-	dir       pki.Dir
+	// clients are the client certificates of services that call the API,
+	// by service name.
+	clients map[string]*pki.Cert
+	dir     pki.Dir
 }
 
 // issue makes (or reuses) the CA, a serving certificate per service
@@ -48,5 +62,51 @@ func issue(dir string, services []Service) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issue the admin client certificate: %w", err)
 	}
-	return &certificates{ca: ca, admin: admin, dir: d}, nil
+	clients := map[string]*pki.Cert{}
+	for _, s := range services {
+		if s.Identity == nil {
+			continue
+		}
+		c, err := d.Client(ca, s.Name+"-client", s.Identity.User, s.Identity.Groups)
+		if err != nil {
+			return nil, fmt.Errorf("issue the client certificate of %s: %w", s.Name, err)
+		}
+		clients[s.Name] = c
+	}
+	if err := signingKey(dir, serviceAccountKey); err != nil {
+		return nil, err
+	}
+	return &certificates{ca: ca, admin: admin, clients: clients, dir: d}, nil
+}
+
+// signingKey makes the RSA key pair <name>.key and <name>.pub in dir
+// unless the private key exists: tokens signed before a restart stay
+// valid. RSA because RS256 is what every JWT verifier accepts.
+func signingKey(dir, name string) error {
+	keyPath, pubPath := filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
+	if _, err := os.Stat(keyPath); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read the signing key: %w", err)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("generate the signing key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encode the signing key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return fmt.Errorf("encode the verification key: %w", err)
+	}
+	// The public half first: a key without it is regenerated whole.
+	if err := os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644); err != nil {
+		return fmt.Errorf("write the verification key: %w", err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("write the signing key: %w", err)
+	}
+	return nil
 }

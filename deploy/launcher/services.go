@@ -27,6 +27,16 @@ type Service struct {
 	// Scalable services may run as several processes (--<name>-replicas)
 	// on consecutive ports from their port; ReplicaName names them.
 	Scalable bool
+	// Identity, for a service that calls the API, is who it is: the
+	// launcher issues it a client certificate and writes
+	// ServiceKubeconfig(data, name) pointing at the public service.
+	Identity *Identity
+}
+
+// Identity is a client certificate's user and groups.
+type Identity struct {
+	User   string
+	Groups []string
 }
 
 // ReplicaName is the name of replica i of n of the service called name:
@@ -117,7 +127,10 @@ const PublicService = "gateway"
 
 // Services are kplane's services in start order; they stop in reverse.
 // A service's backends come before it, so that it is ready when it first
-// answers.
+// answers. authn and authz come after the gateway although it asks them:
+// they read the API through the gateway (as members of system:masters,
+// which the gateway admits without asking authz), and until they answer,
+// the gateway admits only system:masters and refuses others with 503.
 func Services() []Service {
 	return []Service{
 		{
@@ -148,6 +161,45 @@ func Services() []Service {
 				"--proxy-client-key-file={{.PKI}}/front-proxy-client.key",
 				"--backend-ca-file={{.PKI}}/ca.crt",
 				"--core-url={{.URLs \"core\"}}",
+				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+			},
+			ProbeAsAdmin: true,
+		},
+		{
+			Name:     "authn",
+			Binary:   "kplane-authn",
+			Port:     6450,
+			Scalable: true,
+			Identity: &Identity{User: "system:kplane-authn", Groups: []string{AdminGroup}},
+			Args: []string{
+				"--listen-address=127.0.0.1:{{.ReplicaPort \"authn\"}}",
+				"--tls-cert-file={{.PKI}}/authn.crt",
+				"--tls-private-key-file={{.PKI}}/authn.key",
+				"--client-ca-file={{.PKI}}/ca.crt",
+				"--kubeconfig={{.Data}}/authn.kubeconfig",
+				"--service-account-signing-key-file={{.PKI}}/sa.key",
+				"--service-account-key-file={{.PKI}}/sa.pub",
+				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+			},
+			ProbeAsAdmin: true,
+		},
+		{
+			Name:     "authz",
+			Binary:   "kplane-authz",
+			Port:     6460,
+			Scalable: true,
+			Identity: &Identity{User: "system:kplane-authz", Groups: []string{AdminGroup}},
+			Args: []string{
+				"--listen-address=127.0.0.1:{{.ReplicaPort \"authz\"}}",
+				"--tls-cert-file={{.PKI}}/authz.crt",
+				"--tls-private-key-file={{.PKI}}/authz.key",
+				"--client-ca-file={{.PKI}}/ca.crt",
+				"--kubeconfig={{.Data}}/authz.kubeconfig",
+				"--authorization-policy-dir={{.Data}}/policies",
+				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
 			},
 			ProbeAsAdmin: true,
 		},

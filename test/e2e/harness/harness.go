@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kplane.dev/deploy/launcher"
 	"kplane.dev/libs/apiserver/frontproxy"
@@ -63,8 +64,12 @@ type System struct {
 type Option func(*settings)
 
 type settings struct {
-	services     []string
-	coreReplicas int
+	services []string
+	// replicas are the processes of scalable services, by name.
+	replicas map[string]int
+	// args are extra arguments of services, by name (kplane-up
+	// --<name>-arg).
+	args map[string][]string
 }
 
 // WithServices runs only the services called names (kplane-up
@@ -76,8 +81,17 @@ func WithServices(names ...string) Option {
 // WithCoreReplicas runs n core processes (kplane-up --core-replicas),
 // named core-0, core-1, ... for PID, KillService and RestartService when
 // n > 1; the gateway sends to all of them.
-func WithCoreReplicas(n int) Option {
-	return func(s *settings) { s.coreReplicas = n }
+func WithCoreReplicas(n int) Option { return WithReplicas("core", n) }
+
+// WithReplicas runs n processes of the scalable service called name,
+// named <name>-0, <name>-1, ... when n > 1.
+func WithReplicas(name string, n int) Option {
+	return func(s *settings) { s.replicas[name] = n }
+}
+
+// WithArgs appends args to the arguments of the service called name.
+func WithArgs(name string, args ...string) Option {
+	return func(s *settings) { s.args[name] = append(s.args[name], args...) }
 }
 
 // Start runs kplane-up on a temporary data directory and free ports, waits
@@ -87,7 +101,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	if testing.Short() {
 		t.Skip("starts the whole system")
 	}
-	set := settings{coreReplicas: 1}
+	set := settings{replicas: map[string]int{}, args: map[string][]string{}}
 	for _, o := range opts {
 		o(&set)
 	}
@@ -116,9 +130,12 @@ func Start(t testing.TB, opts ...Option) *System {
 	replicas := map[string]int{}
 	for _, svc := range all {
 		names = append(names, svc.Name)
-		replicas[svc.Name] = 1
-		if svc.Name == "core" {
-			replicas[svc.Name] = set.coreReplicas
+		replicas[svc.Name] = max(set.replicas[svc.Name], 1)
+		if replicas[svc.Name] != 1 {
+			args = append(args, fmt.Sprintf("--%s-replicas=%d", svc.Name, replicas[svc.Name]))
+		}
+		for _, a := range set.args[svc.Name] {
+			args = append(args, fmt.Sprintf("--%s-arg=%s", svc.Name, a))
 		}
 		sizes = append(sizes, replicas[svc.Name])
 	}
@@ -129,9 +146,6 @@ func Start(t testing.TB, opts ...Option) *System {
 		for r := range sizes[i] {
 			s.Ports[launcher.ReplicaName(name, r, sizes[i])] = ports[i] + r
 		}
-	}
-	if set.coreReplicas != 1 {
-		args = append(args, fmt.Sprintf("--core-replicas=%d", set.coreReplicas))
 	}
 	for _, svc := range run {
 		for r := range replicas[svc.Name] {
@@ -372,16 +386,59 @@ func (i identity) RoundTrip(r *http.Request) (*http.Response, error) {
 // is skipped when there is no kubectl.
 func (s *System) Kubectl(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	if s.Kubeconfig == "" {
+		t.Fatal("no admin kubeconfig: the gateway does not run")
+	}
+	return s.kubectl(t, s.Kubeconfig, args...)
+}
+
+// KubectlToken runs the machine's kubectl with a kubeconfig that holds
+// only the gateway's address and CA, and token as its bearer token
+// (anonymous when token is empty): no client certificate that would win
+// over the token.
+func (s *System) KubectlToken(t testing.TB, token string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	path := filepath.Join(s.DataDir, "token.kubeconfig")
+	if _, statErr := os.Stat(path); statErr != nil {
+		const name = "kplane"
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: s.URL(), CertificateAuthority: s.CAFile()}
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{}
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: "default"}
+		cfg.CurrentContext = name
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			t.Fatalf("write token kubeconfig: %v", err)
+		}
+	}
+	if token != "" {
+		args = append([]string{"--token=" + token}, args...)
+	}
+	return s.kubectl(t, path, args...)
+}
+
+// URL is the gateway's URL.
+func (s *System) URL() string {
+	return "https://127.0.0.1:" + strconv.Itoa(s.Ports[launcher.PublicService])
+}
+
+// CAFile is the cluster CA's certificate file.
+func (s *System) CAFile() string { return filepath.Join(s.DataDir, "pki", "ca.crt") }
+
+// TokenConfig is a client-go configuration for the gateway with token as
+// its only credential.
+func (s *System) TokenConfig(token string) *rest.Config {
+	return &rest.Config{Host: s.URL(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile()}}
+}
+
+func (s *System) kubectl(t testing.TB, kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	kubectl, lookErr := exec.LookPath("kubectl")
 	if lookErr != nil {
 		t.Skip("kubectl is not installed")
 	}
-	if s.Kubeconfig == "" {
-		t.Fatal("no admin kubeconfig: the gateway does not run")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig=" + s.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	// kubectl's cache of discovery lives with the test, not the user.
 	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(s.DataDir, "kubectl-cache"), "HOME="+s.DataDir)
 	var out, errOut bytes.Buffer
