@@ -71,10 +71,16 @@ type Typed struct {
 var _ resource.Objects = (*Typed)(nil)
 
 // NewTyped returns the Objects of kind gvk, whose list kind is listKind;
-// both must be registered in scheme.
+// both must be registered in scheme. A kind that is never stored, such as
+// a review, has no list: listKind "" makes NewList return nil.
 func NewTyped(scheme *runtime.Scheme, gvk schema.GroupVersionKind, listKind string) (*Typed, error) {
-	listGVK := gvk.GroupVersion().WithKind(listKind)
-	for _, k := range []schema.GroupVersionKind{gvk, listGVK} {
+	kinds := []schema.GroupVersionKind{gvk}
+	var listGVK schema.GroupVersionKind
+	if listKind != "" {
+		listGVK = gvk.GroupVersion().WithKind(listKind)
+		kinds = append(kinds, listGVK)
+	}
+	for _, k := range kinds {
 		if !scheme.Recognizes(k) {
 			return nil, fmt.Errorf("kind %s is not registered in the scheme", k)
 		}
@@ -92,8 +98,14 @@ func NewTyped(scheme *runtime.Scheme, gvk schema.GroupVersionKind, listKind stri
 // New returns an empty object of the kind with apiVersion and kind set.
 func (t *Typed) New() runtime.Object { return t.newOf(t.gvk) }
 
-// NewList returns an empty list with apiVersion and kind set.
-func (t *Typed) NewList() runtime.Object { return t.newOf(t.listGVK) }
+// NewList returns an empty list with apiVersion and kind set, or nil for
+// a kind without a list.
+func (t *Typed) NewList() runtime.Object {
+	if t.listGVK.Empty() {
+		return nil
+	}
+	return t.newOf(t.listGVK)
+}
 
 func (t *Typed) newOf(gvk schema.GroupVersionKind) runtime.Object {
 	obj, err := t.scheme.New(gvk)

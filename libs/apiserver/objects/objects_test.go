@@ -184,3 +184,26 @@ func TestUnstructuredMetadataIsPruned(t *testing.T) {
 		t.Fatal("a metadata.name of the wrong type decoded")
 	}
 }
+
+// TestTypedWithoutList checks a kind that is never stored: it needs no
+// list kind, and one that is not registered is still refused.
+func TestTypedWithoutList(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	binding := corev1.SchemeGroupVersion.WithKind("Binding")
+	o, err := objects.NewTyped(scheme, binding, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NewList() != nil {
+		t.Fatalf("NewList of a kind without a list: %T", o.NewList())
+	}
+	if got := o.New().GetObjectKind().GroupVersionKind(); got != binding {
+		t.Fatalf("New: kind %v", got)
+	}
+	if _, err := objects.NewTyped(scheme, binding, "BindingList"); err == nil {
+		t.Fatal("NewTyped accepted an unregistered list kind")
+	}
+}

@@ -53,6 +53,11 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 			declared = r.Schema.Definitions
 		}
 		roots := []string{names.object, names.list, defStatus, defDeleteOptions, defWatchEvent, defPatch}
+		if !r.Stored() {
+			// A review is only created: it has no list, and nothing is
+			// deleted, watched or patched.
+			roots = []string{names.object, defStatus}
+		}
 		if err := collect(gv.definitions, roots, own, declared, common); err != nil {
 			return nil, fmt.Errorf("collect definitions of %s: %w", r.GroupResource(), err)
 		}
