@@ -7,6 +7,8 @@
 // authenticator, and the audiences a caller asks a token to be valid for.
 //
 // The concrete authenticators live in child packages: tokenfile (static CSV),
-// serviceaccount (JWTs), bootstrap (bootstrap token Secrets) and cache
-// (success and failure caches in front of any of them).
+// serviceaccount (JWTs, and in its child package informers the lookups they
+// need, kept by client-go informers), bootstrap (bootstrap token Secrets),
+// oidc (ID tokens of an OpenID Connect issuer), webhook (a remote TokenReview
+// service) and cache (success and failure caches in front of any of them).
 package authenticator
