@@ -1,0 +1,218 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	goflag "flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kplane.dev/libs/command"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/pki"
+	"kplane.dev/services/authz/internal/authorizer"
+)
+
+// The values of --authorization-mode.
+const (
+	ModeAlwaysAllow = "AlwaysAllow"
+	ModeAlwaysDeny  = "AlwaysDeny"
+	ModeRBAC        = "RBAC"
+	ModeRego        = "Rego"
+	ModeWebhook     = "Webhook"
+)
+
+var modes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeRBAC, ModeRego, ModeWebhook}
+
+// Options are the flags of the authz service.
+type Options struct {
+	ListenAddress     string
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile verifies the client certificates of webhook callers.
+	ClientCAFile string
+
+	NATS natsrpc.ConnOptions
+	// Kubeconfig reaches the API (through the gateway) for the informers.
+	Kubeconfig string
+
+	AuthorizationModes     []string
+	PolicyDir              string
+	PolicyNamespace        string
+	WebhookConfigFile      string
+	WebhookVersion         string
+	WebhookAuthorizedTTL   time.Duration
+	WebhookUnauthorizedTTL time.Duration
+
+	ShutdownDelay   time.Duration
+	ShutdownTimeout time.Duration
+	LogFormat       string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		ListenAddress:          "127.0.0.1:6446",
+		AuthorizationModes:     []string{ModeRego, ModeRBAC},
+		PolicyNamespace:        "kube-system",
+		WebhookVersion:         "v1",
+		WebhookAuthorizedTTL:   authorizer.DefaultAuthorizedTTL,
+		WebhookUnauthorizedTTL: authorizer.DefaultUnauthorizedTTL,
+		ShutdownTimeout:        60 * time.Second,
+		LogFormat:              "text",
+	}
+}
+
+// AddFlags binds o to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on (webhook, health, metrics)")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the client certificates of webhook callers")
+	nats := goflag.NewFlagSet("nats", goflag.ContinueOnError)
+	o.NATS.AddFlags(nats, "the reviews are served on")
+	fs.AddGoFlagSet(nats)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API (the gateway) the informers read RBAC objects, namespaces and policy ConfigMaps from")
+	fs.StringSliceVar(&o.AuthorizationModes, "authorization-mode", o.AuthorizationModes, "ordered list of authorization modes: "+fmt.Sprint(modes))
+	fs.StringVar(&o.PolicyDir, "authorization-policy-dir", o.PolicyDir, "directory of Rego policies (*.rego), reloaded on change")
+	fs.StringVar(&o.PolicyNamespace, "authorization-policy-namespace", o.PolicyNamespace, "namespace whose ConfigMaps labelled kplane.dev/authorization-policy=true hold Rego policies")
+	fs.StringVar(&o.WebhookConfigFile, "authorization-webhook-config-file", o.WebhookConfigFile, "kubeconfig-format file of the SubjectAccessReview webhook (mode Webhook)")
+	fs.StringVar(&o.WebhookVersion, "authorization-webhook-version", o.WebhookVersion, "version of authorization.k8s.io SubjectAccessReview sent to the webhook: v1")
+	fs.DurationVar(&o.WebhookAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", o.WebhookAuthorizedTTL, "how long allowed webhook answers are cached")
+	fs.DurationVar(&o.WebhookUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", o.WebhookUnauthorizedTTL, "how long other webhook answers are cached")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
+}
+
+// Validate reports every problem with o.
+func (o *Options) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+		add("--listen-address: %w", err)
+	}
+	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
+		add("--tls-cert-file and --tls-private-key-file are required")
+	}
+	if o.ClientCAFile == "" {
+		add("--client-ca-file is required: without it no webhook caller can be trusted")
+	}
+	errs = append(errs, o.NATS.Validate(true)...)
+	if o.Kubeconfig == "" {
+		add("--kubeconfig is required: authz reads RBAC objects from the API")
+	}
+	if len(o.AuthorizationModes) == 0 {
+		add("--authorization-mode: at least one mode is required")
+	}
+	for i, m := range o.AuthorizationModes {
+		if !slices.Contains(modes, m) {
+			add("--authorization-mode: unknown mode %q, want one of %v", m, modes)
+		}
+		if slices.Contains(o.AuthorizationModes[:i], m) {
+			add("--authorization-mode: %q given twice", m)
+		}
+	}
+	webhook := slices.Contains(o.AuthorizationModes, ModeWebhook)
+	if webhook && o.WebhookConfigFile == "" {
+		add("--authorization-webhook-config-file is required with mode Webhook")
+	}
+	if !webhook && o.WebhookConfigFile != "" {
+		add("--authorization-webhook-config-file needs mode Webhook")
+	}
+	if o.WebhookVersion != "v1" {
+		add("--authorization-webhook-version: want v1, got %q", o.WebhookVersion)
+	}
+	if o.WebhookAuthorizedTTL < 0 || o.WebhookUnauthorizedTTL < 0 {
+		add("--authorization-webhook-cache-*-ttl: must not be negative")
+	}
+	if o.PolicyNamespace == "" {
+		add("--authorization-policy-namespace is required")
+	}
+	if o.PolicyDir != "" {
+		if fi, err := os.Stat(o.PolicyDir); err != nil || !fi.IsDir() {
+			add("--authorization-policy-dir: %q is not a readable directory", o.PolicyDir)
+		}
+	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay-duration: must not be negative, got %v", o.ShutdownDelay)
+	}
+	if o.ShutdownTimeout <= 0 {
+		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
+	}
+	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Config is what a Server is built from: validated options with the files
+// they name loaded.
+type Config struct {
+	listenAddress string
+	serving       tls.Certificate
+	clientCA      *x509.CertPool
+
+	nats natsrpc.ConnOptions
+	api  *restclient.Config
+
+	modes           []string
+	policyDir       string
+	policyNamespace string
+	webhook         *restclient.Config
+	webhookTTLs     [2]time.Duration
+
+	shutdownDelay   time.Duration
+	shutdownTimeout time.Duration
+	log             *slog.Logger
+	// Registry is where the server's metrics are registered and what
+	// /metrics serves.
+	Registry *prometheus.Registry
+}
+
+// Config validates o, loads the certificates and kubeconfigs it names, and
+// returns the configuration of a Server that logs to logOut.
+func (o *Options) Config(logOut io.Writer) (*Config, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
+	}
+	c := &Config{
+		listenAddress:   o.ListenAddress,
+		nats:            o.NATS,
+		modes:           slices.Clone(o.AuthorizationModes),
+		policyDir:       o.PolicyDir,
+		policyNamespace: o.PolicyNamespace,
+		webhookTTLs:     [2]time.Duration{o.WebhookAuthorizedTTL, o.WebhookUnauthorizedTTL},
+		shutdownDelay:   o.ShutdownDelay,
+		shutdownTimeout: o.ShutdownTimeout,
+		log:             command.NewLogger(o.LogFormat, logOut),
+		Registry:        prometheus.NewRegistry(),
+	}
+	var err error
+	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+		return nil, fmt.Errorf("load serving certificate: %w", err)
+	}
+	if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
+		return nil, fmt.Errorf("load --client-ca-file: %w", err)
+	}
+	if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
+		return nil, fmt.Errorf("load --kubeconfig: %w", err)
+	}
+	if o.WebhookConfigFile != "" {
+		if c.webhook, err = authorizer.LoadWebhookConfig(o.WebhookConfigFile); err != nil {
+			return nil, fmt.Errorf("load --authorization-webhook-config-file: %w", err)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/proto/authz"
+	"kplane.dev/services/authz/internal/authorizer"
+)
+
+// maxReviewBytes bounds a review's body.
+const maxReviewBytes = 1 << 20
+
+// reviewer answers reviews with the mode chain, whichever transport they
+// came by.
+type reviewer struct {
+	chain     authorizer.Chain
+	decisions *prometheus.CounterVec
+	duration  prometheus.Histogram
+	// inflight counts reviews being answered, so that shutdown can wait
+	// for their replies before NATS closes.
+	inflight sync.WaitGroup
+}
+
+func newReviewer(chain authorizer.Chain, reg prometheus.Registerer) (*reviewer, error) {
+	r := &reviewer{
+		chain: chain,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kplane", Subsystem: "authz", Name: "decisions_total",
+			Help: "SubjectAccessReviews answered, by decision (allow, deny, no-opinion).",
+		}, []string{"decision"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "kplane", Subsystem: "authz", Name: "decision_duration_seconds",
+			Help:    "Time to decide one SubjectAccessReview, transport excluded.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+		}),
+	}
+	for _, c := range []prometheus.Collector{r.decisions, r.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// decide fills in review's status as kube's SubjectAccessReview REST
+// storage does, after kube's validation of the spec.
+func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAccessReview) error {
+	spec := &review.Spec
+	if (spec.ResourceAttributes == nil) == (spec.NonResourceAttributes == nil) {
+		return apierrors.NewBadRequest("spec: exactly one of nonResourceAttributes or resourceAttributes must be specified")
+	}
+	if spec.User == "" && len(spec.Groups) == 0 {
+		return apierrors.NewBadRequest("spec.user: at least one of user or group must be specified")
+	}
+	start := time.Now()
+	d, reason, err := r.chain.Authorize(ctx, spec)
+	r.duration.Observe(time.Since(start).Seconds())
+	r.decisions.WithLabelValues(d.String()).Inc()
+	review.Status = authorizationv1.SubjectAccessReviewStatus{
+		Allowed: d == authorizer.Allow,
+		Denied:  d == authorizer.Deny,
+		Reason:  reason,
+	}
+	if err != nil {
+		review.Status.EvaluationError = err.Error()
+	}
+	review.APIVersion = authorizationv1.SchemeGroupVersion.String()
+	review.Kind = "SubjectAccessReview"
+	return nil
+}
+
+// accessReview answers proto/authz.SubjectAccessReview.
+func (r *reviewer) accessReview(ctx context.Context, payload []byte) ([]byte, error) {
+	r.inflight.Add(1)
+	defer r.inflight.Done()
+	var review authorizationv1.SubjectAccessReview
+	if err := json.Unmarshal(payload, &review); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err))
+	}
+	if err := r.decide(ctx, &review); err != nil {
+		return nil, err
+	}
+	return json.Marshal(&review)
+}
+
+// rulesReview answers proto/authz.SubjectRulesReview as kube's
+// SelfSubjectRulesReview storage does: an error makes the answer
+// incomplete and is its evaluationError.
+func (r *reviewer) rulesReview(ctx context.Context, payload []byte) ([]byte, error) {
+	r.inflight.Add(1)
+	defer r.inflight.Done()
+	var review authz.RulesReview
+	if err := json.Unmarshal(payload, &review); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode RulesReview: %v", err))
+	}
+	if review.Namespace == "" {
+		return nil, apierrors.NewBadRequest("no namespace on request")
+	}
+	rules, err := r.chain.RulesFor(ctx, &review)
+	status := authorizationv1.SubjectRulesReviewStatus{
+		ResourceRules:    rules.Resource,
+		NonResourceRules: rules.NonResource,
+		Incomplete:       rules.Incomplete,
+	}
+	if status.ResourceRules == nil {
+		status.ResourceRules = []authorizationv1.ResourceRule{}
+	}
+	if status.NonResourceRules == nil {
+		status.NonResourceRules = []authorizationv1.NonResourceRule{}
+	}
+	if err != nil {
+		status.Incomplete = true
+		status.EvaluationError = err.Error()
+	}
+	return json.Marshal(&status)
+}
+
+// serveWebhook is kube's authorization webhook: a SubjectAccessReview in,
+// the same with its status out, for callers with a client certificate of
+// --client-ca-file.
+func (s *Server) serveWebhook(c echo.Context) error {
+	req := c.Request()
+	if !s.verifiedClient(req) {
+		return writeStatus(c, apierrors.NewUnauthorized("a client certificate of the client CA is required"))
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxReviewBytes))
+	if err != nil {
+		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("read body: %v", err)))
+	}
+	var review authorizationv1.SubjectAccessReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err)))
+	}
+	if gv := authorizationv1.SchemeGroupVersion.String(); review.APIVersion != gv || review.Kind != "SubjectAccessReview" {
+		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("want a %s SubjectAccessReview, got %s %s", gv, review.APIVersion, review.Kind)))
+	}
+	s.reviews.inflight.Add(1)
+	defer s.reviews.inflight.Done()
+	if err := s.reviews.decide(req.Context(), &review); err != nil {
+		return writeStatus(c, err)
+	}
+	return c.JSON(http.StatusOK, &review)
+}
+
+// verifiedClient reports whether the caller presented a client
+// certificate that --client-ca-file verifies.
+func (s *Server) verifiedClient(req *http.Request) bool {
+	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	intermediates := x509.NewCertPool()
+	for _, c := range req.TLS.PeerCertificates[1:] {
+		intermediates.AddCert(c)
+	}
+	_, err := req.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{
+		Roots:         s.cfg.clientCA,
+		Intermediates: intermediates,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return err == nil
+}
+
+// writeStatus answers with err as kube's Status.
+func writeStatus(c echo.Context, err error) error {
+	var status apierrors.APIStatus = apierrors.NewInternalError(err)
+	if s, ok := err.(apierrors.APIStatus); ok {
+		status = s
+	}
+	st := status.Status()
+	st.APIVersion, st.Kind = "v1", "Status"
+	return c.JSON(int(st.Code), &st)
+}

@@ -1,0 +1,400 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/pki"
+	"kplane.dev/proto/authz"
+	"kplane.dev/services/authz/internal/feed"
+)
+
+func resourceSAR(user string, groups []string, verb, group, res, namespace, name string) *authorizationv1.SubjectAccessReview {
+	return &authorizationv1.SubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: res, Namespace: namespace, Name: name},
+		},
+	}
+}
+
+func ask(t testing.TB, e *env, sar *authorizationv1.SubjectAccessReview) (authorizationv1.SubjectAccessReviewStatus, error) {
+	t.Helper()
+	var out authorizationv1.SubjectAccessReview
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := natsrpc.RequestJSON(ctx, e.conn(t), authz.SubjectAccessReview, sar, &out)
+	return out.Status, err
+}
+
+// eventually retries check until it passes or 5 seconds pass.
+func eventually(t testing.TB, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func create[T any](t testing.TB, f func(context.Context, T, metav1.CreateOptions) (T, error), obj T) {
+	t.Helper()
+	if _, err := f(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func grantClusterRole(t testing.TB, c kubernetes.Interface, name string, rules []rbacv1.PolicyRule, subjects ...rbacv1.Subject) {
+	t.Helper()
+	create(t, c.RbacV1().ClusterRoles().Create, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules})
+	create(t, c.RbacV1().ClusterRoleBindings().Create, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   subjects,
+	})
+}
+
+var alice = rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}
+
+// statusErr says what differs between a status and the one wanted.
+func statusErr(got, want authorizationv1.SubjectAccessReviewStatus) error {
+	if diff := cmp.Diff(want, got); diff != "" {
+		return &diffError{diff}
+	}
+	return nil
+}
+
+type diffError struct{ diff string }
+
+func (e *diffError) Error() string { return "status (-want +got):\n" + e.diff }
+
+func TestAccessReviewOverNATS(t *testing.T) {
+	e := newEnv(t)
+	start(t, e.options())
+	c := e.api.client
+	grantClusterRole(t, c, "pod-reader", []rbacv1.PolicyRule{{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	create(t, c.RbacV1().RoleBindings("team").Create, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "missing"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "gone"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "devs"}},
+	})
+	allowed := authorizationv1.SubjectAccessReviewStatus{Allowed: true,
+		Reason: `RBAC: allowed by ClusterRoleBinding "pod-reader" of ClusterRole "pod-reader" to User "alice"`}
+	eventually(t, "binding seen", func() error {
+		got, err := ask(t, e, resourceSAR("alice", nil, "get", "", "pods", "ns", "p"))
+		if err != nil {
+			return err
+		}
+		return statusErr(got, allowed)
+	})
+	cases := []struct {
+		name string
+		sar  *authorizationv1.SubjectAccessReview
+		want authorizationv1.SubjectAccessReviewStatus
+		code int32
+	}{
+		{"allowed", resourceSAR("alice", nil, "list", "", "pods", "", ""), allowed, 0},
+		{"no opinion: empty reason", resourceSAR("alice", nil, "delete", "", "pods", "ns", "p"), authorizationv1.SubjectAccessReviewStatus{}, 0},
+		{"other user", resourceSAR("bob", nil, "get", "", "pods", "ns", "p"), authorizationv1.SubjectAccessReviewStatus{}, 0},
+		{"binding to a missing role", resourceSAR("bob", []string{"devs"}, "get", "", "pods", "team", "p"),
+			authorizationv1.SubjectAccessReviewStatus{Reason: `RBAC: role.rbac.authorization.k8s.io "gone" not found`}, 0},
+		{"neither kind of attributes", &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice"}}, authorizationv1.SubjectAccessReviewStatus{}, http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ask(t, e, tc.sar)
+			if tc.code != 0 {
+				if !apierrors.IsBadRequest(err) {
+					t.Fatalf("error %v, want %d", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := statusErr(got, tc.want); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestRulesReviewOverNATS(t *testing.T) {
+	e := newEnv(t)
+	start(t, e.options())
+	c := e.api.client
+	grantClusterRole(t, c, "health", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}}, alice)
+	create(t, c.RbacV1().Roles("team").Create, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cm"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"a"}}}})
+	create(t, c.RbacV1().RoleBindings("team").Create, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cm"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm"}, Subjects: []rbacv1.Subject{alice}})
+	want := authorizationv1.SubjectRulesReviewStatus{
+		ResourceRules:    []authorizationv1.ResourceRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"a"}}},
+		NonResourceRules: []authorizationv1.NonResourceRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}},
+	}
+	eventually(t, "rules", func() error {
+		var got authorizationv1.SubjectRulesReviewStatus
+		if err := natsrpc.RequestJSON(context.Background(), e.conn(t), authz.SubjectRulesReview, &authz.RulesReview{User: "alice", Namespace: "team"}, &got); err != nil {
+			return err
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			return &diffError{diff}
+		}
+		return nil
+	})
+}
+
+// TestRegoDenyOverridesRBAC loads the shipped policy from a directory and
+// another from a ConfigMap: both deny what RBAC allows.
+func TestRegoDenyOverridesRBAC(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	example, err := os.ReadFile(filepath.Join("..", "..", "policies", "protect-namespaces.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "protect-namespaces.rego"), example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := e.options()
+	o.PolicyDir = dir
+	start(t, o)
+	c := e.api.client
+	grantClusterRole(t, c, "admin", []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}}, alice)
+	create(t, c.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"protected": "true"}}})
+	create(t, c.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}})
+	allowedByAdmin := authorizationv1.SubjectAccessReviewStatus{Allowed: true,
+		Reason: `RBAC: allowed by ClusterRoleBinding "admin" of ClusterRole "admin" to User "alice"`}
+
+	eventually(t, "protected namespace", func() error {
+		got, err := ask(t, e, resourceSAR("alice", nil, "delete", "", "namespaces", "", "prod"))
+		if err != nil {
+			return err
+		}
+		return statusErr(got, authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: `namespace "prod" is protected`})
+	})
+	eventually(t, "unprotected namespace", func() error {
+		got, err := ask(t, e, resourceSAR("alice", nil, "delete", "", "namespaces", "", "scratch"))
+		if err != nil {
+			return err
+		}
+		return statusErr(got, allowedByAdmin)
+	})
+
+	create(t, c.CoreV1().ConfigMaps("kube-system").Create, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "no-secrets", Labels: map[string]string{feed.PolicyLabel: "true"}},
+		Data: map[string]string{"secrets.rego": `package kplane.authz.secrets
+deny contains "secrets are off limits" if input.resourceAttributes.resource == "secrets"
+`},
+	})
+	create(t, c.CoreV1().ConfigMaps("kube-system").Create, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "unlabelled"},
+		Data:       map[string]string{"all.rego": "package kplane.authz.all\ndeny contains \"all\" if true\n"},
+	})
+	eventually(t, "ConfigMap policy", func() error {
+		got, err := ask(t, e, resourceSAR("alice", nil, "get", "", "secrets", "scratch", "s"))
+		if err != nil {
+			return err
+		}
+		return statusErr(got, authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: "secrets are off limits"})
+	})
+	got, err := ask(t, e, resourceSAR("alice", nil, "get", "", "pods", "scratch", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := statusErr(got, allowedByAdmin); err != nil {
+		t.Errorf("an unlabelled ConfigMap's policy is in force: %v", err)
+	}
+}
+
+// TestInvalidation checks that a gateway hears of an RBAC change within a
+// second.
+func TestInvalidation(t *testing.T) {
+	e := newEnv(t)
+	start(t, e.options())
+	sub, err := e.conn(t).SubscribeSync(authz.SubjectInvalidate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the invalidations of the start pass.
+	for {
+		if _, err := sub.NextMsg(300 * time.Millisecond); err != nil {
+			break
+		}
+	}
+	changed := time.Now()
+	grantClusterRole(t, e.api.client, "late", nil, alice)
+	m, err := sub.NextMsg(time.Second)
+	if err != nil {
+		t.Fatalf("no invalidation within 1s of the change: %v", err)
+	}
+	var inv authz.Invalidation
+	if err := json.Unmarshal(m.Data, &inv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(inv.Reason, "clusterrole") {
+		t.Errorf("reason %q, want a clusterrole change", inv.Reason)
+	}
+	t.Logf("invalidated %v after the change", time.Since(changed))
+}
+
+// TestReplicas closes one of three replicas while clients keep asking: no
+// request fails.
+func TestReplicas(t *testing.T) {
+	e := newEnv(t)
+	var replicas []*replica
+	for range 3 {
+		replicas = append(replicas, start(t, e.options()))
+	}
+	grantClusterRole(t, e.api.client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	sar := resourceSAR("alice", nil, "get", "", "pods", "ns", "p")
+	// Every replica has seen the binding once three answers in a row
+	// allow; NATS spreads them.
+	eventually(t, "binding seen", func() error {
+		for range 30 {
+			if got, err := ask(t, e, sar); err != nil || !got.Allowed {
+				return &diffError{"not allowed yet"}
+			}
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		nc := e.conn(t)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				var out authorizationv1.SubjectAccessReview
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := natsrpc.RequestJSON(rctx, nc, authz.SubjectAccessReview, sar, &out)
+				rcancel()
+				if err != nil || !out.Status.Allowed {
+					failed.Add(1)
+					t.Errorf("request failed: %v %+v", err, out.Status)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	replicas[1].stop()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if failed.Load() > 0 || ok.Load() == 0 {
+		t.Fatalf("%d requests succeeded, %d failed", ok.Load(), failed.Load())
+	}
+	t.Logf("%d requests, none failed", ok.Load())
+}
+
+func TestWebhookHTTPS(t *testing.T) {
+	e := newEnv(t)
+	r := start(t, e.options())
+	grantClusterRole(t, e.api.client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	other, err := pki.NewCA("other", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.Client("kube-apiserver", nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + r.Addr().String()
+	post := func(cert *pki.Cert, sar *authorizationv1.SubjectAccessReview) (int, []byte) {
+		body, err := json.Marshal(sar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := e.httpsClient(cert).Post(url+WebhookPath, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, data
+	}
+	sar := resourceSAR("alice", nil, "get", "", "pods", "ns", "p")
+	eventually(t, "allowed over HTTPS", func() error {
+		code, body := post(e.certs.client, sar)
+		if code != http.StatusOK {
+			return &diffError{string(body)}
+		}
+		var out authorizationv1.SubjectAccessReview
+		if err := json.Unmarshal(body, &out); err != nil {
+			return err
+		}
+		if out.APIVersion != "authorization.k8s.io/v1" || out.Kind != "SubjectAccessReview" || out.Spec.User != "alice" {
+			return &diffError{string(body)}
+		}
+		return statusErr(out.Status, authorizationv1.SubjectAccessReviewStatus{Allowed: true,
+			Reason: `RBAC: allowed by ClusterRoleBinding "reader" of ClusterRole "reader" to User "alice"`})
+	})
+	cases := []struct {
+		name string
+		cert *pki.Cert
+		sar  *authorizationv1.SubjectAccessReview
+		code int
+	}{
+		{"no certificate", nil, sar, http.StatusUnauthorized},
+		{"certificate of another CA", foreign, sar, http.StatusUnauthorized},
+		{"wrong kind", e.certs.client, &authorizationv1.SubjectAccessReview{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}, http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := post(tc.cert, tc.sar)
+			if code != tc.code {
+				t.Fatalf("code %d, want %d: %s", code, tc.code, body)
+			}
+			var st metav1.Status
+			if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" || int(st.Code) != tc.code {
+				t.Errorf("body %s is not a Status of %d", body, tc.code)
+			}
+		})
+	}
+	for _, path := range []string{"/healthz", "/livez", "/readyz", "/metrics"} {
+		resp, err := e.httpsClient(nil).Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, data)
+		}
+		if path == "/metrics" && !strings.Contains(string(data), `kplane_authz_decisions_total{decision="allow"}`) {
+			t.Errorf("/metrics has no allow decisions:\n%s", data)
+		}
+	}
+}
