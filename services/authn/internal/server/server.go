@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/natsrpc"
+	authnproto "kplane.dev/proto/authn"
+	"kplane.dev/services/authn/internal/authenticator"
+	"kplane.dev/services/authn/internal/authenticator/bootstrap"
+	authncache "kplane.dev/services/authn/internal/authenticator/cache"
+	"kplane.dev/services/authn/internal/authenticator/serviceaccount"
+	saiformers "kplane.dev/services/authn/internal/authenticator/serviceaccount/informers"
+)
+
+// Server is a running authn replica.
+type Server struct {
+	cfg     *Config
+	log     *slog.Logger
+	clock   clock.PassiveClock
+	ln      net.Listener
+	http    *http.Server
+	metrics *metrics
+
+	// reviewer answers TokenReviews: the token authenticators' union
+	// behind the cache, the bearer rules and the group adder.
+	reviewer authenticator.Authenticator
+	// factory and getter are nil when nothing reads the API.
+	factory informers.SharedInformerFactory
+	getter  *saiformers.Getter
+
+	discovery, jwks []byte
+	nc              atomic.Pointer[nats.Conn]
+}
+
+// New builds a Server from cfg and listens on its address.
+func New(cfg *Config) (*Server, error) {
+	s := &Server{cfg: cfg, log: cfg.log, clock: clock.RealClock{}}
+	if cfg.api != nil {
+		client, err := kubernetes.NewForConfig(cfg.api)
+		if err != nil {
+			return nil, fmt.Errorf("API client: %w", err)
+		}
+		s.factory = informers.NewSharedInformerFactory(client, 0)
+		s.getter = saiformers.New(client, s.factory)
+	}
+	var err error
+	if s.reviewer, err = s.buildReviewer(); err != nil {
+		return nil, err
+	}
+	if s.discovery, s.jwks, err = issuerDocuments(cfg.issuers[0], cfg.publicKeys); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("register go metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("register process metrics: %w", err)
+	}
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
+	s.http = &http.Server{
+		Handler:           s.handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cfg.serving},
+			ClientCAs:    cfg.clientCA,
+			// Health and metrics are open; the review itself checks
+			// that a verified certificate was presented.
+			ClientAuth: tls.VerifyClientCertIfGiven,
+			MinVersion: tls.VersionTLS12,
+		},
+	}
+	if s.ln, err = net.Listen("tcp", cfg.listenAddress); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
+	}
+	return s, nil
+}
+
+// buildReviewer assembles kube's token authenticator chain, in kube's order.
+func (s *Server) buildReviewer() (authenticator.Authenticator, error) {
+	cfg := s.cfg
+	var tokens []authenticator.Authenticator
+	if cfg.tokenFile != nil {
+		tokens = append(tokens, authenticator.AudienceAgnostic(cfg.apiAuds, cfg.tokenFile))
+	}
+	if s.getter != nil && cfg.lookup {
+		legacy, err := serviceaccount.NewLegacyAuthenticator(cfg.keys, cfg.apiAuds, s.getter)
+		if err != nil {
+			return nil, err
+		}
+		bound, err := serviceaccount.NewAuthenticator(cfg.issuers, cfg.keys, cfg.apiAuds, s.getter)
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, legacy, bound)
+	}
+	if s.getter != nil && cfg.bootstrap {
+		tokens = append(tokens, authenticator.AudienceAgnostic(cfg.apiAuds,
+			bootstrap.New(s.getter.BootstrapSecrets(), bootstrap.WithLogger(s.log))))
+	}
+	if cfg.oidc != nil {
+		tokens = append(tokens, authenticator.AudienceAgnostic(cfg.apiAuds, cfg.oidc))
+	}
+	if cfg.webhook != nil {
+		// kube caches the webhook's answers, refusals too, for its own
+		// TTL, but not its errors: a webhook that was down is asked again.
+		wh, err := authncache.New(cfg.webhook, authncache.WithSuccessTTL(cfg.webhookTTL),
+			authncache.WithFailureTTL(cfg.webhookTTL), authncache.WithCacheErrors(false))
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, wh)
+	}
+	cached, err := authncache.New(authenticator.Union(tokens...),
+		authncache.WithSuccessTTL(cfg.successTTL), authncache.WithFailureTTL(cfg.failureTTL))
+	if err != nil {
+		return nil, err
+	}
+	return authenticator.Bearer(cached, false), nil
+}
+
+// Addr is where the HTTPS server listens.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Run serves until ctx ends, then drains NATS and shuts HTTPS down.
+func (s *Server) Run(ctx context.Context) error {
+	nc, err := s.cfg.nats.Connect("kplane-authn")
+	if err != nil {
+		_ = s.ln.Close()
+		return err
+	}
+	s.nc.Store(nc)
+	defer nc.Close()
+
+	stopInformers := make(chan struct{})
+	if s.factory != nil {
+		s.factory.Start(stopInformers)
+	}
+	defer func() {
+		close(stopInformers)
+		if s.factory != nil {
+			s.factory.Shutdown()
+		}
+	}()
+
+	for subject, h := range map[string]natsrpc.Handler{
+		authnproto.SubjectTokenReview:     s.serveTokenReview,
+		authnproto.SubjectTokenRequest:    s.serveTokenRequest,
+		authnproto.SubjectIssuerDiscovery: func(context.Context, []byte) ([]byte, error) { return s.discovery, nil },
+		authnproto.SubjectIssuerKeys:      func(context.Context, []byte) ([]byte, error) { return s.jwks, nil },
+	} {
+		if _, err := natsrpc.Serve(nc, subject, authnproto.QueueGroup, s.log, h); err != nil {
+			_ = s.ln.Close()
+			return err
+		}
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.http.ServeTLS(s.ln, "", "") }()
+	s.log.Info("serving", "address", s.ln.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve https: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down")
+	// Drain lets the replies in flight go out while NATS sends new
+	// requests to the other replicas.
+	if err := nc.Drain(); err != nil {
+		s.log.Warn("drain nats", "err", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdownTimeout)
+	defer cancel()
+	for nc.IsDraining() && shutdownCtx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.http.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down https: %w", err)
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve https: %w", err)
+	}
+	return nil
+}
+
+// ready checks what a replica needs to answer: NATS, and full informer
+// caches (a review against an empty cache would refuse good tokens of
+// bootstrap secrets, the only kind read from the cache alone).
+func (s *Server) checks() []healthz.Checker {
+	return []healthz.Checker{
+		healthz.NamedCheck("nats", func(*http.Request) error {
+			if nc := s.nc.Load(); nc == nil || !nc.IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}),
+		healthz.NamedCheck("informer-sync", func(*http.Request) error {
+			if s.getter != nil && !s.getter.HasSynced() {
+				return errors.New("informers have not synced")
+			}
+			return nil
+		}),
+	}
+}
+
+func (s *Server) handler(metricsHandler http.Handler) http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	live := []healthz.Checker{healthz.Ping(), healthz.Log()}
+	ready := append(append([]healthz.Checker{}, live...), s.checks()...)
+	for name, checks := range map[string][]healthz.Checker{"healthz": ready, "livez": live, "readyz": ready} {
+		h := echo.WrapHandler(healthz.Handler(name, checks...))
+		e.GET("/"+name, h)
+		e.GET("/"+name+"/*", h)
+	}
+	e.GET("/metrics", echo.WrapHandler(metricsHandler))
+	e.POST(tokenReviewPath, s.httpTokenReview)
+	return e
+}
+
