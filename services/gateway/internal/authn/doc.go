@@ -1,7 +1,9 @@
-// Package authn is the gateway's interim authentication and
-// authorization, until the authn and authz services take over: a verified
-// client certificate (CN the user, O the groups) or a bearer token from a
-// static token file (kube's CSV format) names the user, and only members
-// of system:masters are admitted. Failures are answered with
-// kube-apiserver's 401 and 403 Status bodies and messages.
+// Package authn finds who sent a request to the gateway, as
+// kube-apiserver's authenticator union does: the front proxy's request
+// headers (from a client certificate of the request-header CA), a client
+// certificate of the client CA (CN the user, O the groups), then a bearer
+// token (the Authorization header or kube's websocket protocol) reviewed
+// by the authn service over NATS, with a short cache of the answers. A
+// request with no credentials at all is system:anonymous when anonymous
+// requests are enabled; a bad credential is always a 401.
 package authn

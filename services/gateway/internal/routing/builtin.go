@@ -26,6 +26,8 @@ func builtins() []builtinPriority {
 		{schema.GroupVersion{Version: "v1"}, 18000, 1},
 		{schema.GroupVersion{Group: "apiregistration.k8s.io", Version: "v1"}, 18000, 15},
 		{schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}, 17750, 15},
+		{schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}, 17700, 15},
+		{schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}, 17600, 15},
 		{schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}, 17000, 15},
 		{schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}, 16700, 15},
 		{schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}, 16500, 15},

@@ -13,7 +13,8 @@ import (
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
-	"kplane.dev/services/gateway/internal/authn"
+	"kplane.dev/services/gateway/internal/authz"
+	"kplane.dev/services/gateway/internal/impersonation"
 )
 
 // filter is one step every request passes through before it is routed.
@@ -26,9 +27,10 @@ type filter struct {
 // request meets them in this order. Panic recovery comes first so that
 // nothing escapes it; request info next, as every later step reads it;
 // metrics outside the limits so that their 429, 413 and 504 answers are
-// counted; authentication before max-in-flight, which lets
-// system:masters through beyond the limit; the body limit inside the
-// timeout, since it may read a body; authorization last.
+// counted; then kube's order: authentication, impersonation (which
+// authorizes the impersonate verb itself) and max-in-flight, which lets
+// the resulting system:masters through beyond the limit; the body limit
+// inside the timeout, since it may read a body; authorization last.
 func (s *Server) filters() []filter {
 	return []filter{
 		{"panicrecovery", s.recoverPanic},
@@ -36,10 +38,11 @@ func (s *Server) filters() []filter {
 		{"metrics", s.limits.Metrics()},
 		{"endlongrunningonshutdown", s.limits.EndLongRunningOnShutdown()},
 		{"authentication", s.authenticate},
+		{"impersonation", s.impersonate},
 		{"maxinflight", s.limits.MaxInFlight()},
 		{"timeout", s.limits.Timeout()},
 		{"bodylimit", s.limits.BodyLimit()},
-		{"authorization", authorize},
+		{"authorization", s.authorize},
 	}
 }
 
@@ -69,7 +72,7 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 // limits, as kube serves system:masters.
 func privileged(c echo.Context) bool {
 	u, ok := frontproxy.UserFrom(c.Request().Context())
-	return ok && slices.Contains(u.Groups, authn.SystemMasters)
+	return ok && slices.Contains(u.Groups, authz.SystemMasters)
 }
 
 // requestInfo is the request info withRequestInfo parsed, for the
@@ -80,16 +83,6 @@ func requestInfo(c echo.Context) *requestinfo.Info {
 	}
 	r := c.Request()
 	return requestinfo.Parse(r.Method, r.URL)
-}
-
-// public reports whether path is open to anyone, as kube's
-// system:public-info-viewer role opens it to unauthenticated clients.
-func public(path string) bool {
-	switch path {
-	case "/healthz", "/livez", "/readyz", "/version", "/version/":
-		return true
-	}
-	return false
 }
 
 type infoKey struct{}
@@ -108,30 +101,50 @@ func withRequestInfo(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// authenticate names the request's user, or answers kube's 401.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		u, ok := s.authn.Authenticate(r)
-		if !ok {
-			if !public(r.URL.Path) {
-				return apistatus.Write(c, authn.Unauthorized())
-			}
-			u = &frontproxy.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+		u, err := s.authn.Authenticate(r)
+		if err != nil {
+			return apistatus.Write(c, err)
 		}
 		c.SetRequest(r.WithContext(frontproxy.WithUser(r.Context(), u)))
 		return next(c)
 	}
 }
 
-func authorize(next echo.HandlerFunc) echo.HandlerFunc {
+// impersonate switches to the user the impersonation headers ask for,
+// each part authorized with the impersonate verb.
+func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if public(r.URL.Path) {
-			return next(c)
-		}
-		u, _ := frontproxy.UserFrom(r.Context())
-		if err := authn.Authorize(u, infoFrom(r.Context())); err != nil {
+		requestor, _ := frontproxy.UserFrom(r.Context())
+		u, err := impersonation.Impersonate(r.Context(), s.authz, requestor, r.Header)
+		if err != nil {
 			return apistatus.Write(c, err)
+		}
+		if u != nil {
+			s.log.Debug("impersonating", "user", requestor.Name, "as", u.Name)
+			c.SetRequest(r.WithContext(frontproxy.WithUser(r.Context(), u)))
+		}
+		return next(c)
+	}
+}
+
+// authorize lets the request on only when its user may make it: kube's
+// 403 when not, 503 when authz cannot say.
+func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		u, _ := frontproxy.UserFrom(r.Context())
+		attrs := authz.AttributesOf(u, requestInfo(c))
+		d, err := s.authz.Authorize(r.Context(), attrs)
+		if err != nil {
+			return apistatus.Write(c, err)
+		}
+		if !d.Allowed {
+			return apistatus.Write(c, authz.Forbidden(attrs, d.Reason))
 		}
 		return next(c)
 	}

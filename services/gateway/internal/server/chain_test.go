@@ -24,7 +24,7 @@ func TestFilterOrder(t *testing.T) {
 	for _, f := range (&Server{limits: limits}).filters() {
 		got = append(got, f.name)
 	}
-	want := []string{"panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "authentication", "maxinflight", "timeout", "bodylimit", "authorization"}
+	want := []string{"panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "authentication", "impersonation", "maxinflight", "timeout", "bodylimit", "authorization"}
 	if !slices.Equal(got, want) {
 		t.Errorf("filters %v, want %v", got, want)
 	}

@@ -216,14 +216,14 @@ type gateway struct {
 }
 
 // gatewayOptions are the flags of a gateway in front of cores.
-func gatewayOptions(c *certs, tokenFile string, cores ...*core) *server.Options {
+func gatewayOptions(c *certs, natsURL string, cores ...*core) *server.Options {
 	o := server.NewOptions()
 	serving := c.dir.Files("serving")
 	proxyClient := c.dir.Files("front-proxy-client")
 	o.ListenAddress = "127.0.0.1:0"
 	o.TLSCertFile, o.TLSPrivateKeyFile = serving.Cert, serving.Key
 	o.ClientCAFile = c.caFile()
-	o.TokenAuthFile = tokenFile
+	o.NATS.URL = natsURL
 	o.ProxyClientCertFile, o.ProxyClientKeyFile = proxyClient.Cert, proxyClient.Key
 	o.BackendCAFile = c.caFile()
 	o.CoreURLs = nil
@@ -313,16 +313,6 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
-}
-
-// writeTokens writes a static token file.
-func writeTokens(t *testing.T, lines ...string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func ready(c *http.Client, url string) bool {

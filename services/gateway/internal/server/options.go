@@ -4,19 +4,23 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"kplane.dev/libs/command"
+	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
 
 	"kplane.dev/services/gateway/internal/authn"
+	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/availability"
 	"kplane.dev/services/gateway/internal/discovery"
 	"kplane.dev/services/gateway/internal/filters"
@@ -31,8 +35,20 @@ type Options struct {
 	TLSPrivateKeyFile string
 	// ClientCAFile verifies client certificates; a client may present
 	// none and authenticate with a bearer token instead.
-	ClientCAFile  string
-	TokenAuthFile string
+	ClientCAFile string
+	// RequestHeader is kube's request-header (front proxy) authentication.
+	RequestHeader RequestHeaderOptions
+	// APIAudiences are sent with every token review.
+	APIAudiences []string
+	// AnonymousAuth lets requests without credentials in as
+	// system:anonymous.
+	AnonymousAuth bool
+	// AuthorizedTTL and UnauthorizedTTL are how long authz's decisions are
+	// cached.
+	AuthorizedTTL   time.Duration
+	UnauthorizedTTL time.Duration
+	// NATS reaches authn and authz.
+	NATS natsrpc.ConnOptions
 
 	// ProxyClientCertFile and ProxyClientKeyFile are the gateway's client
 	// certificate towards backends, the one they trust identity headers
@@ -65,6 +81,11 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		ListenAddress:        "127.0.0.1:6443",
+		RequestHeader:        defaultRequestHeader(),
+		APIAudiences:         []string{authn.DefaultAudience},
+		AnonymousAuth:        true,
+		AuthorizedTTL:        authz.DefaultAuthorizedTTL,
+		UnauthorizedTTL:      authz.DefaultUnauthorizedTTL,
 		CoreURLs:             []string{"https://127.0.0.1:6444"},
 		Filters:              filters.DefaultConfig(),
 		DocumentsInterval:    discovery.DefaultInterval,
@@ -80,7 +101,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies client certificates (CN is the user, O the groups)")
-	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "static bearer tokens, kube's CSV format: token,user,uid,\"group1,group2\"")
+	o.RequestHeader.AddFlags(fs)
+	fs.StringSliceVar(&o.APIAudiences, "api-audiences", o.APIAudiences, "audiences of the API: a bearer token must be meant for one of them; sent with every token review")
+	fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", o.AnonymousAuth, "let requests without credentials in as system:anonymous (group system:unauthenticated), which authorization then decides on")
+	fs.DurationVar(&o.AuthorizedTTL, "authorization-cache-authorized-ttl", o.AuthorizedTTL, "how long an allowed decision of the authz service is reused")
+	fs.DurationVar(&o.UnauthorizedTTL, "authorization-cache-unauthorized-ttl", o.UnauthorizedTTL, "how long a refused decision of the authz service is reused")
+	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
+	o.NATS.AddFlags(natsFlags, "to reach the authn and authz services")
+	fs.AddGoFlagSet(natsFlags)
 	fs.StringVar(&o.ProxyClientCertFile, "proxy-client-cert-file", o.ProxyClientCertFile, "PEM client certificate the gateway presents to backends (CN front-proxy-client)")
 	fs.StringVar(&o.ProxyClientKeyFile, "proxy-client-key-file", o.ProxyClientKeyFile, "PEM private key of --proxy-client-cert-file")
 	fs.StringVar(&o.BackendCAFile, "backend-ca-file", o.BackendCAFile, "PEM CA bundle that verifies the serving certificates of core replicas")
@@ -103,8 +131,16 @@ func (o *Options) Validate() []error {
 	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
 		add("--tls-cert-file and --tls-private-key-file are required")
 	}
-	if o.ClientCAFile == "" && o.TokenAuthFile == "" {
-		add("--client-ca-file or --token-auth-file is required: without either nobody can authenticate")
+	errs = append(errs, o.RequestHeader.Validate()...)
+	errs = append(errs, o.NATS.Validate(true)...)
+	if len(o.APIAudiences) == 0 {
+		add("--api-audiences: at least one audience is required")
+	}
+	if o.AuthorizedTTL <= 0 {
+		add("--authorization-cache-authorized-ttl: must be positive, got %v", o.AuthorizedTTL)
+	}
+	if o.UnauthorizedTTL <= 0 {
+		add("--authorization-cache-unauthorized-ttl: must be positive, got %v", o.UnauthorizedTTL)
 	}
 	if o.ProxyClientCertFile == "" || o.ProxyClientKeyFile == "" {
 		add("--proxy-client-cert-file and --proxy-client-key-file are required: backends trust identities only from that certificate")
@@ -146,8 +182,18 @@ type Config struct {
 	listenAddress string
 	serving       tls.Certificate
 	// clientCA is nil when only tokens authenticate.
-	clientCA             *x509.CertPool
-	tokens               authn.Tokens
+	clientCA *x509.CertPool
+	// handshakeCAs are the CAs the TLS handshake names to clients, so
+	// that they pick a certificate an authenticator accepts: the client
+	// CA's and the front proxies'. Nil when neither is set.
+	handshakeCAs *x509.CertPool
+	// requestHeader is nil without --requestheader-client-ca-file.
+	requestHeader        *authn.RequestHeader
+	apiAudiences         []string
+	anonymous            bool
+	authorizedTTL        time.Duration
+	unauthorizedTTL      time.Duration
+	nats                 natsrpc.ConnOptions
 	proxyClient          tls.Certificate
 	backendCA            *x509.CertPool
 	coreURLs             []*url.URL
@@ -171,6 +217,11 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		availabilityInterval: o.AvailabilityInterval,
 		log:                  command.NewLogger(o.LogFormat, logOut),
 		resolver:             routing.DNSResolver{},
+		apiAudiences:         o.APIAudiences,
+		anonymous:            o.AnonymousAuth,
+		authorizedTTL:        o.AuthorizedTTL,
+		unauthorizedTTL:      o.UnauthorizedTTL,
+		nats:                 o.NATS,
 	}
 	var err error
 	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
@@ -181,10 +232,11 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("load --client-ca-file: %w", err)
 		}
 	}
-	if o.TokenAuthFile != "" {
-		if c.tokens, err = authn.LoadTokenFile(o.TokenAuthFile); err != nil {
-			return nil, fmt.Errorf("load --token-auth-file: %w", err)
-		}
+	if c.requestHeader, err = o.RequestHeader.config(); err != nil {
+		return nil, err
+	}
+	if c.handshakeCAs, err = loadPools(o.ClientCAFile, o.RequestHeader.ClientCAFile); err != nil {
+		return nil, err
 	}
 	if c.proxyClient, err = tls.LoadX509KeyPair(o.ProxyClientCertFile, o.ProxyClientKeyFile); err != nil {
 		return nil, fmt.Errorf("load proxy client certificate: %w", err)
@@ -213,4 +265,88 @@ func (o *Options) filters() filters.Config {
 	f := o.Filters
 	f.ShutdownTimeout = o.ShutdownTimeout
 	return f
+}
+
+// RequestHeaderOptions are kube's request-header authentication flags.
+type RequestHeaderOptions struct {
+	ClientCAFile        string
+	AllowedNames        []string
+	UsernameHeaders     []string
+	UIDHeaders          []string
+	GroupHeaders        []string
+	ExtraHeaderPrefixes []string
+}
+
+// defaultRequestHeader names the headers kube's front proxies
+// conventionally set; with no --requestheader-client-ca-file they are
+// not read.
+func defaultRequestHeader() RequestHeaderOptions {
+	return RequestHeaderOptions{
+		UsernameHeaders:     []string{"X-Remote-User"},
+		UIDHeaders:          []string{"X-Remote-Uid"},
+		GroupHeaders:        []string{"X-Remote-Group"},
+		ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
+	}
+}
+
+// AddFlags binds o to fs with kube-apiserver's flag names.
+func (o *RequestHeaderOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClientCAFile, "requestheader-client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the client certificates of front proxies; their request headers then name the user (empty: request headers are not read)")
+	fs.StringSliceVar(&o.AllowedNames, "requestheader-allowed-names", o.AllowedNames, "client certificate common names a front proxy may have; empty allows any certificate --requestheader-client-ca-file verifies")
+	fs.StringSliceVar(&o.UsernameHeaders, "requestheader-username-headers", o.UsernameHeaders, "request headers to read the user name from; the first one set wins")
+	fs.StringSliceVar(&o.UIDHeaders, "requestheader-uid-headers", o.UIDHeaders, "request headers to read the user's uid from; the first one set wins")
+	fs.StringSliceVar(&o.GroupHeaders, "requestheader-group-headers", o.GroupHeaders, "request headers to read the user's groups from, every value of every one")
+	fs.StringSliceVar(&o.ExtraHeaderPrefixes, "requestheader-extra-headers-prefix", o.ExtraHeaderPrefixes, "request header prefixes of the user's extra attributes")
+}
+
+// Validate reports every problem with o.
+func (o *RequestHeaderOptions) Validate() []error {
+	if o.ClientCAFile == "" {
+		return nil
+	}
+	if len(o.UsernameHeaders) == 0 {
+		return []error{errors.New("--requestheader-username-headers: at least one header is required with --requestheader-client-ca-file")}
+	}
+	return nil
+}
+
+// config loads the CA of o; nil when request headers are not read.
+func (o *RequestHeaderOptions) config() (*authn.RequestHeader, error) {
+	if o.ClientCAFile == "" {
+		return nil, nil
+	}
+	ca, err := pki.LoadPool(o.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("load --requestheader-client-ca-file: %w", err)
+	}
+	return &authn.RequestHeader{
+		ClientCA:            ca,
+		AllowedNames:        o.AllowedNames,
+		UsernameHeaders:     o.UsernameHeaders,
+		UIDHeaders:          o.UIDHeaders,
+		GroupHeaders:        o.GroupHeaders,
+		ExtraHeaderPrefixes: o.ExtraHeaderPrefixes,
+	}, nil
+}
+
+// loadPools is one pool of the certificates of the PEM files given; nil
+// when none is.
+func loadPools(files ...string) (*x509.CertPool, error) {
+	var pool *x509.CertPool
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle: %w", err)
+		}
+		if pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", f)
+		}
+	}
+	return pool, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,9 +25,11 @@ import (
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/services/gateway/internal/authn"
+	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/availability"
 	"kplane.dev/services/gateway/internal/discovery"
 	"kplane.dev/services/gateway/internal/filters"
+	"kplane.dev/services/gateway/internal/issuer"
 	"kplane.dev/services/gateway/internal/openapi"
 	"kplane.dev/services/gateway/internal/proxy"
 	"kplane.dev/services/gateway/internal/routing"
@@ -35,7 +38,7 @@ import (
 // Identity is who the gateway is when it calls core for itself (to
 // register and follow APIServices).
 func Identity() frontproxy.User {
-	return frontproxy.User{Name: "system:kplane-gateway", Groups: []string{authn.SystemMasters, authn.AllAuthenticated}}
+	return frontproxy.User{Name: "system:kplane-gateway", Groups: []string{authz.SystemMasters, authn.AllAuthenticated}}
 }
 
 // Server is the gateway.
@@ -43,7 +46,9 @@ type Server struct {
 	cfg    *Config
 	log    *slog.Logger
 	echo   *echo.Echo
+	nc     *nats.Conn
 	authn  *authn.Authenticator
+	authz  *authz.Authorizer
 	core   *routing.Backend
 	table  *routing.Table
 	limits *filters.Filters
@@ -87,10 +92,31 @@ func New(cfg *Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	nc, err := cfg.nats.Connect("kplane-gateway")
+	if err != nil {
+		return nil, err
+	}
+	authorizer, err := authz.New(nc, authz.Options{
+		AuthorizedTTL:   cfg.authorizedTTL,
+		UnauthorizedTTL: cfg.unauthorizedTTL,
+		Logger:          cfg.log,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.log,
-		authn:      authn.New(cfg.tokens),
+		cfg: cfg,
+		log: cfg.log,
+		nc:  nc,
+		authn: authn.New(nc, authn.Options{
+			ClientCA:      cfg.clientCA,
+			RequestHeader: cfg.requestHeader,
+			Audiences:     cfg.apiAudiences,
+			Anonymous:     cfg.anonymous,
+			Logger:        cfg.log,
+		}),
+		authz:      authorizer,
 		core:       core,
 		table:      table,
 		registered: filters.NewPostStartHook("apiservice-registration-controller"),
@@ -140,6 +166,8 @@ func New(cfg *Config) (*Server, error) {
 	s.echo.GET("/version", version)
 	s.echo.GET("/version/", version)
 	s.echo.GET("/metrics", echo.WrapHandler(filters.MetricsHandler(reg)))
+	s.echo.GET(issuer.DiscoveryPath, issuer.Handler(nc, issuer.DiscoveryPath, cfg.log))
+	s.echo.GET(issuer.KeysPath, issuer.Handler(nc, issuer.KeysPath, cfg.log))
 	// The documents get a router of their own: echo matches
 	// /apis/:group/:version for deeper paths too, which are resources to
 	// proxy, so route picks the documents' paths itself.
@@ -173,10 +201,13 @@ func (s *Server) Run(ctx context.Context) error {
 		Certificates: []tls.Certificate{s.cfg.serving},
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	if s.cfg.clientCA != nil {
-		// A client may authenticate with a token instead.
-		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
-		tlsConfig.ClientCAs = s.cfg.clientCA
+	if pool := s.cfg.handshakeCAs; pool != nil {
+		// As kube: a certificate is asked for, not required (a client
+		// may send a token instead), and verified by the authenticators
+		// against the CA of each, client certificates' or front
+		// proxies'.
+		tlsConfig.ClientAuth = tls.RequestClientCert
+		tlsConfig.ClientCAs = pool
 	}
 	srv := &http.Server{
 		Handler:           s.echo,
@@ -223,6 +254,10 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = errors.Join(runErr, err)
 	}
 	s.core.Transport.CloseIdleConnections()
+	if err := s.authz.Close(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	s.nc.Close()
 	s.log.Info("stopped")
 	return runErr
 }

@@ -1,0 +1,412 @@
+package authn
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/natsrpc"
+	protoauthn "kplane.dev/proto/authn"
+)
+
+// Users and groups kube names itself.
+const (
+	// AllAuthenticated is given to every authenticated user.
+	AllAuthenticated = "system:authenticated"
+	// AllUnauthenticated is the group of the anonymous user.
+	AllUnauthenticated = "system:unauthenticated"
+	// Anonymous is the user of a request without credentials.
+	Anonymous = "system:anonymous"
+	// SystemMasters is the group admitted to everything.
+	SystemMasters = "system:masters"
+)
+
+const (
+	// DefaultAudience is kube-apiserver's API audience when none is set.
+	DefaultAudience = "https://kubernetes.default.svc.cluster.local"
+	// tokenCacheTTL is how long a successful token review is reused: short,
+	// so that a revoked token stops working soon.
+	tokenCacheTTL = 10 * time.Second
+	// tokenCacheSize bounds the cached reviews.
+	tokenCacheSize = 4096
+	// bearerProtocolPrefix is kube's websocket subprotocol carrying a
+	// base64url-encoded bearer token, for clients that cannot set headers.
+	bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
+	protocolHeader       = "Sec-Websocket-Protocol"
+)
+
+// errInvalidToken is kube's reason for a bearer token nobody accepted.
+var errInvalidToken = errors.New("invalid bearer token")
+
+// RequestHeader configures kube's request-header authenticator: a client
+// certificate of ClientCA, with one of AllowedNames as CN when any are
+// given, vouches for the user named in the headers.
+type RequestHeader struct {
+	ClientCA            *x509.CertPool
+	AllowedNames        []string
+	UsernameHeaders     []string
+	UIDHeaders          []string
+	GroupHeaders        []string
+	ExtraHeaderPrefixes []string
+}
+
+// Options configure an Authenticator.
+type Options struct {
+	// ClientCA verifies client certificates; nil disables them.
+	ClientCA *x509.CertPool
+	// RequestHeader enables the request-header authenticator when not nil.
+	RequestHeader *RequestHeader
+	// Audiences are the gateway's API audiences, sent with every token
+	// review.
+	Audiences []string
+	// Anonymous lets requests without any credential in as
+	// system:anonymous.
+	Anonymous bool
+	// Timeout bounds a token review; zero is natsrpc.DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Clock   clock.PassiveClock
+}
+
+// Authenticator finds who sent a request.
+type Authenticator struct {
+	nc      *nats.Conn
+	opts    Options
+	log     *slog.Logger
+	reviews *cache.LRUExpireCache
+}
+
+// New returns the authenticator o describes, reviewing tokens over nc.
+func New(nc *nats.Conn, o Options) *Authenticator {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = natsrpc.DefaultTimeout
+	}
+	return &Authenticator{
+		nc:      nc,
+		opts:    o,
+		log:     o.Logger,
+		reviews: cache.NewLRUExpireCacheWithClock(tokenCacheSize, o.Clock),
+	}
+}
+
+// authenticator is one of the union: a nil user and nil error say the
+// request carries no credential it knows.
+type authenticator func(r *http.Request) (*frontproxy.User, error)
+
+// Authenticate returns the user of r. As kube's union, the first
+// authenticator to name a user wins; when none does, any error (a
+// certificate that does not verify, a token authn refused) is a 401, and
+// a request without credentials is anonymous if that is enabled. The
+// credential that authenticated is removed from r.
+func (a *Authenticator) Authenticate(r *http.Request) (*frontproxy.User, error) {
+	var errs []error
+	for _, auth := range []authenticator{a.requestHeader, a.x509, a.bearer, a.websocket} {
+		u, err := auth(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if u != nil {
+			return withAuthenticated(u), nil
+		}
+	}
+	if len(errs) > 0 {
+		a.log.Debug("authentication failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", errors.Join(errs...))
+		return nil, Unauthorized()
+	}
+	if !a.opts.Anonymous {
+		return nil, Unauthorized()
+	}
+	return &frontproxy.User{Name: Anonymous, Groups: []string{AllUnauthenticated}}, nil
+}
+
+// Unauthorized is kube's answer to a request without valid credentials.
+func Unauthorized() error {
+	return apierrors.NewUnauthorized("Unauthorized")
+}
+
+// withAuthenticated adds system:authenticated unless the user already is
+// in it or in system:unauthenticated, as kube's group adder does.
+func withAuthenticated(u *frontproxy.User) *frontproxy.User {
+	if slices.Contains(u.Groups, AllAuthenticated) || slices.Contains(u.Groups, AllUnauthenticated) {
+		return u
+	}
+	u.Groups = append(slices.Clone(u.Groups), AllAuthenticated)
+	return u
+}
+
+// verify checks r's client certificate against pool for client auth and
+// returns it; nil without a certificate.
+func verify(r *http.Request, pool *x509.CertPool) (*x509.Certificate, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return nil, nil
+	}
+	certs := r.TLS.PeerCertificates
+	intermediates := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		intermediates.AddCert(c)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{
+		Roots:         pool,
+		Intermediates: intermediates,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("verify client certificate %q: %w", certs[0].Subject.CommonName, err)
+	}
+	return certs[0], nil
+}
+
+func (a *Authenticator) x509(r *http.Request) (*frontproxy.User, error) {
+	if a.opts.ClientCA == nil {
+		return nil, nil
+	}
+	cert, err := verify(r, a.opts.ClientCA)
+	if err != nil || cert == nil || cert.Subject.CommonName == "" {
+		return nil, err
+	}
+	return &frontproxy.User{Name: cert.Subject.CommonName, Groups: slices.Clone(cert.Subject.Organization)}, nil
+}
+
+func (a *Authenticator) requestHeader(r *http.Request) (*frontproxy.User, error) {
+	rh := a.opts.RequestHeader
+	if rh == nil {
+		return nil, nil
+	}
+	cert, err := verify(r, rh.ClientCA)
+	if err != nil || cert == nil {
+		return nil, err
+	}
+	if len(rh.AllowedNames) > 0 && !slices.Contains(rh.AllowedNames, cert.Subject.CommonName) {
+		return nil, fmt.Errorf("client certificate CN %q is not one of the request-header allowed names", cert.Subject.CommonName)
+	}
+	name := firstValue(r.Header, rh.UsernameHeaders)
+	if name == "" {
+		return nil, nil
+	}
+	u := &frontproxy.User{
+		Name:   name,
+		UID:    firstValue(r.Header, rh.UIDHeaders),
+		Groups: allValues(r.Header, rh.GroupHeaders),
+		Extra:  extra(r.Header, rh.ExtraHeaderPrefixes),
+	}
+	clearHeaders(r.Header, rh)
+	return u, nil
+}
+
+// firstValue is the first non-empty value of the first header of names
+// that has one, as kube reads the user and uid.
+func firstValue(h http.Header, names []string) string {
+	for _, n := range names {
+		if v := h.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func allValues(h http.Header, names []string) []string {
+	var out []string
+	for _, n := range names {
+		for _, v := range h.Values(n) {
+			if v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// extra reads the headers of prefixes into extras keyed by the lowercase,
+// percent-decoded rest of the header name.
+func extra(h http.Header, prefixes []string) map[string][]string {
+	var out map[string][]string
+	for _, p := range prefixes {
+		p = strings.ToLower(p)
+		for name, vs := range h {
+			lower := strings.ToLower(name)
+			if !strings.HasPrefix(lower, p) || len(lower) == len(p) {
+				continue
+			}
+			key := unescape(lower[len(p):])
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[key] = append(out[key], vs...)
+		}
+	}
+	return out
+}
+
+func clearHeaders(h http.Header, rh *RequestHeader) {
+	for _, n := range slices.Concat(rh.UsernameHeaders, rh.UIDHeaders, rh.GroupHeaders) {
+		h.Del(n)
+	}
+	for _, p := range rh.ExtraHeaderPrefixes {
+		p = strings.ToLower(p)
+		for name := range h {
+			if strings.HasPrefix(strings.ToLower(name), p) {
+				delete(h, name)
+			}
+		}
+	}
+}
+
+// bearer reads the Authorization header as kube does: "Bearer <token>",
+// anything else is no credential of a token's.
+func (a *Authenticator) bearer(r *http.Request) (*frontproxy.User, error) {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if h == "" {
+		return nil, nil
+	}
+	parts := strings.SplitN(h, " ", 3)
+	if len(parts) < 2 || !strings.EqualFold(parts[0], "bearer") || parts[1] == "" {
+		return nil, nil
+	}
+	u, err := a.token(r.Context(), parts[1])
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Del("Authorization")
+	return u, nil
+}
+
+// websocket reads kube's bearer token subprotocol of a websocket upgrade,
+// which must come with another subprotocol to echo back.
+func (a *Authenticator) websocket(r *http.Request) (*frontproxy.User, error) {
+	if !isWebSocket(r) {
+		return nil, nil
+	}
+	var token string
+	var seen bool
+	var others []string
+	for _, h := range r.Header.Values(protocolHeader) {
+		for p := range strings.SplitSeq(h, ",") {
+			p = strings.TrimSpace(p)
+			encoded, ok := strings.CutPrefix(p, bearerProtocolPrefix)
+			if !ok {
+				others = append(others, p)
+				continue
+			}
+			if seen {
+				return nil, errors.New("multiple base64.bearer.authorization tokens specified")
+			}
+			seen = true
+			decoded, err := base64.RawURLEncoding.DecodeString(encoded)
+			if err != nil {
+				return nil, errors.New("invalid base64.bearer.authorization token encoding")
+			}
+			if !utf8.Valid(decoded) {
+				return nil, errors.New("invalid base64.bearer.authorization token")
+			}
+			token = string(decoded)
+		}
+	}
+	if token == "" {
+		return nil, nil
+	}
+	if len(others) == 0 {
+		return nil, errors.New("missing additional subprotocol")
+	}
+	u, err := a.token(r.Context(), token)
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Set(protocolHeader, strings.Join(others, ","))
+	return u, nil
+}
+
+func isWebSocket(r *http.Request) bool {
+	upgrade := false
+	for _, h := range r.Header.Values("Connection") {
+		for t := range strings.SplitSeq(h, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				upgrade = true
+			}
+		}
+	}
+	return upgrade && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// token asks authn who token is, reusing a success for tokenCacheTTL.
+// The cache is keyed by the token's hash, so that the gateway's memory
+// holds no token.
+func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.User, error) {
+	sum := sha256.Sum256([]byte(token))
+	key := hex.EncodeToString(sum[:])
+	if v, ok := a.reviews.Get(key); ok {
+		return clone(v.(*frontproxy.User)), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	review := &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.opts.Audiences},
+	}
+	review.APIVersion, review.Kind = "authentication.k8s.io/v1", "TokenReview"
+	var out authenticationv1.TokenReview
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthn.SubjectTokenReview, review, &out); err != nil {
+		a.log.Warn("token review failed", "err", err)
+		return nil, fmt.Errorf("review token: %w", err)
+	}
+	st := out.Status
+	if !st.Authenticated || st.User.Username == "" {
+		return nil, errInvalidToken
+	}
+	if len(st.Audiences) > 0 && !slices.ContainsFunc(st.Audiences, func(aud string) bool { return slices.Contains(a.opts.Audiences, aud) }) {
+		return nil, errInvalidToken
+	}
+	u := &frontproxy.User{Name: st.User.Username, UID: st.User.UID, Groups: slices.Clone(st.User.Groups)}
+	for k, v := range st.User.Extra {
+		if u.Extra == nil {
+			u.Extra = map[string][]string{}
+		}
+		u.Extra[k] = slices.Clone(v)
+	}
+	a.reviews.Add(key, clone(u), tokenCacheTTL)
+	return u, nil
+}
+
+// clone copies u so that later filters may change their copy.
+func clone(u *frontproxy.User) *frontproxy.User {
+	c := *u
+	c.Groups = slices.Clone(u.Groups)
+	if u.Extra != nil {
+		c.Extra = make(map[string][]string, len(u.Extra))
+		for k, v := range u.Extra {
+			c.Extra[k] = slices.Clone(v)
+		}
+	}
+	return &c
+}
+
+// unescape decodes a percent-encoded extra key; a malformed one is kept
+// as sent, as kube records it.
+func unescape(key string) string {
+	if k, err := url.PathUnescape(key); err == nil {
+		return k
+	}
+	return key
+}

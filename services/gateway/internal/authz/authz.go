@@ -1,0 +1,272 @@
+package authz
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/natsrpc"
+	protoauthz "kplane.dev/proto/authz"
+)
+
+// SystemMasters is kube's privileged group, allowed everything.
+const SystemMasters = "system:masters"
+
+// kube's webhook authorizer cache TTLs.
+const (
+	DefaultAuthorizedTTL   = 5 * time.Minute
+	DefaultUnauthorizedTTL = 30 * time.Second
+	// cacheSize bounds the cached decisions.
+	cacheSize = 10000
+)
+
+// Attributes are what a decision is asked about: kube's authorizer
+// attributes.
+type Attributes struct {
+	User            *frontproxy.User
+	Verb            string
+	ResourceRequest bool
+	// Path is the URL path of a non-resource request.
+	Path        string
+	Namespace   string
+	APIGroup    string
+	APIVersion  string
+	Resource    string
+	Subresource string
+	Name        string
+}
+
+// AttributesOf are the attributes of a request of u described by info.
+func AttributesOf(u *frontproxy.User, info *requestinfo.Info) Attributes {
+	return Attributes{
+		User:            u,
+		Verb:            info.Verb,
+		ResourceRequest: info.IsResourceRequest,
+		Path:            info.Path,
+		Namespace:       info.Namespace,
+		APIGroup:        info.APIGroup,
+		APIVersion:      info.APIVersion,
+		Resource:        info.Resource,
+		Subresource:     info.Subresource,
+		Name:            info.Name,
+	}
+}
+
+// Decision is an answer: allowed or not, and authz's reason, which kube
+// appends to its Forbidden message.
+type Decision struct {
+	Allowed bool
+	Reason  string
+}
+
+// Options configure an Authorizer.
+type Options struct {
+	// AuthorizedTTL and UnauthorizedTTL are how long allowed and refused
+	// decisions are reused; zero is kube's default.
+	AuthorizedTTL   time.Duration
+	UnauthorizedTTL time.Duration
+	// Timeout bounds a review; zero is natsrpc.DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Clock   clock.PassiveClock
+}
+
+// Authorizer answers decisions locally for system:masters and through
+// authz for everyone else.
+type Authorizer struct {
+	nc   *nats.Conn
+	opts Options
+	log  *slog.Logger
+	sub  *nats.Subscription
+	// decisions holds allowed and refused decisions keyed by the review's
+	// spec.
+	decisions *cache.LRUExpireCache
+	// generation counts invalidations, so that a review started before
+	// one is not cached after it.
+	generation atomic.Uint64
+}
+
+// New returns the Authorizer o describes, asking authz over nc, and
+// subscribes to authz's invalidations: from its return on, an
+// invalidation drops every cached decision. Close ends the subscription.
+func New(nc *nats.Conn, o Options) (*Authorizer, error) {
+	if o.AuthorizedTTL <= 0 {
+		o.AuthorizedTTL = DefaultAuthorizedTTL
+	}
+	if o.UnauthorizedTTL <= 0 {
+		o.UnauthorizedTTL = DefaultUnauthorizedTTL
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = natsrpc.DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	a := &Authorizer{nc: nc, opts: o, log: o.Logger, decisions: cache.NewLRUExpireCacheWithClock(cacheSize, o.Clock)}
+	// Every gateway replica drops its own cache: a plain subscription,
+	// not a queue group.
+	sub, err := nc.Subscribe(protoauthz.SubjectInvalidate, func(m *nats.Msg) {
+		var inv protoauthz.Invalidation
+		_ = json.Unmarshal(m.Data, &inv)
+		a.Flush()
+		a.log.Debug("authorization cache flushed", "reason", inv.Reason)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", protoauthz.SubjectInvalidate, err)
+	}
+	a.sub = sub
+	return a, nil
+}
+
+// Close ends the invalidation subscription.
+func (a *Authorizer) Close() error {
+	if err := a.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("unsubscribe from %s: %w", protoauthz.SubjectInvalidate, err)
+	}
+	return nil
+}
+
+// Flush drops every cached decision.
+func (a *Authorizer) Flush() {
+	a.generation.Add(1)
+	a.decisions.RemoveAll(func(any) bool { return true })
+}
+
+// Authorize decides on attrs. An error means authz could not be asked
+// (a 503 ServiceUnavailable when it is unreachable or too slow, else
+// authz's own error) and nothing was decided.
+func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision, error) {
+	if attrs.User != nil && slices.Contains(attrs.User.Groups, SystemMasters) {
+		return Decision{Allowed: true}, nil
+	}
+	review := reviewOf(attrs)
+	spec, err := json.Marshal(review.Spec)
+	if err != nil {
+		return Decision{}, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
+	}
+	key := string(spec)
+	if v, ok := a.decisions.Get(key); ok {
+		return v.(Decision), nil
+	}
+	generation := a.generation.Load()
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	var out authorizationv1.SubjectAccessReview
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthz.SubjectAccessReview, review, &out); err != nil {
+		a.log.Warn("access review failed", "user", userName(attrs.User), "verb", attrs.Verb, "err", err)
+		return Decision{}, unavailable(err)
+	}
+	d := Decision{Allowed: out.Status.Allowed && !out.Status.Denied, Reason: out.Status.Reason}
+	ttl := a.opts.UnauthorizedTTL
+	if d.Allowed {
+		ttl = a.opts.AuthorizedTTL
+	}
+	// A decision made before an invalidation may be stale: used, not
+	// kept.
+	if a.generation.Load() == generation {
+		a.decisions.Add(key, d, ttl)
+	}
+	return d, nil
+}
+
+// unavailable is err as the client sees it: authz not answering (no
+// replica, or none in time) is a 503; an error authz sent is kept.
+func unavailable(err error) error {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		switch s.Status().Code {
+		case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return apierrors.NewServiceUnavailable("the authorization service is unavailable")
+		}
+		return err
+	}
+	return apierrors.NewInternalError(err)
+}
+
+func userName(u *frontproxy.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Name
+}
+
+// reviewOf is the SubjectAccessReview of attrs, as kube's webhook
+// authorizer builds it.
+func reviewOf(attrs Attributes) *authorizationv1.SubjectAccessReview {
+	r := &authorizationv1.SubjectAccessReview{}
+	r.APIVersion, r.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
+	if u := attrs.User; u != nil {
+		r.Spec.User, r.Spec.UID, r.Spec.Groups = u.Name, u.UID, u.Groups
+		for k, v := range u.Extra {
+			if r.Spec.Extra == nil {
+				r.Spec.Extra = map[string]authorizationv1.ExtraValue{}
+			}
+			r.Spec.Extra[k] = v
+		}
+	}
+	if attrs.ResourceRequest {
+		r.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Namespace:   attrs.Namespace,
+			Verb:        attrs.Verb,
+			Group:       attrs.APIGroup,
+			Version:     attrs.APIVersion,
+			Resource:    attrs.Resource,
+			Subresource: attrs.Subresource,
+			Name:        attrs.Name,
+		}
+	} else {
+		r.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: attrs.Path, Verb: attrs.Verb}
+	}
+	return r
+}
+
+// Forbidden is kube-apiserver's 403 for attrs, with authz's reason
+// appended when it gave one.
+func Forbidden(attrs Attributes, reason string) error {
+	msg := sanitizer.Replace(forbiddenMessage(attrs))
+	if reason != "" {
+		msg += ": " + reason
+	}
+	gr := schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}
+	return apierrors.NewForbidden(gr, attrs.Name, errors.New(msg))
+}
+
+// sanitizer escapes what could make a message read as HTML, as kube's
+// responsewriters do.
+var sanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")
+
+// forbiddenMessage says what the user may not do, worded as kube's
+// responsewriters word it.
+func forbiddenMessage(attrs Attributes) string {
+	user := userName(attrs.User)
+	if !attrs.ResourceRequest {
+		return fmt.Sprintf("User %q cannot %s path %q", user, attrs.Verb, attrs.Path)
+	}
+	resource := attrs.Resource
+	if attrs.Subresource != "" {
+		resource += "/" + attrs.Subresource
+	}
+	if attrs.Namespace != "" {
+		return fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", user, attrs.Verb, resource, attrs.APIGroup, attrs.Namespace)
+	}
+	return fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", user, attrs.Verb, resource, attrs.APIGroup)
+}

@@ -1,0 +1,228 @@
+package authz_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/natstest"
+	protoauthz "kplane.dev/proto/authz"
+	"kplane.dev/services/gateway/internal/authz"
+)
+
+// responder is an authz stand-in that allows what allow says and counts
+// the reviews it answers.
+type responder struct {
+	nc    *nats.Conn
+	sub   *nats.Subscription
+	count atomic.Int64
+	last  atomic.Pointer[authorizationv1.SubjectAccessReviewSpec]
+	allow atomic.Bool
+}
+
+func startResponder(t *testing.T, nc *nats.Conn) *responder {
+	t.Helper()
+	r := &responder{nc: nc}
+	sub, err := natsrpc.Serve(nc, protoauthz.SubjectAccessReview, protoauthz.QueueGroup, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+		var sar authorizationv1.SubjectAccessReview
+		if err := json.Unmarshal(payload, &sar); err != nil {
+			return nil, err
+		}
+		r.count.Add(1)
+		r.last.Store(&sar.Spec)
+		if r.allow.Load() {
+			sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+		} else {
+			sar.Status = authorizationv1.SubjectAccessReviewStatus{Reason: "no RBAC policy matched"}
+		}
+		return json.Marshal(sar)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sub = sub
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var bob = &frontproxy.User{Name: "bob", UID: "2", Groups: []string{"developers", "system:authenticated"}, Extra: map[string][]string{"scopes": {"read"}}}
+
+var listConfigMaps = authz.Attributes{User: bob, Verb: "list", ResourceRequest: true, Namespace: "y", APIVersion: "v1", Resource: "configmaps"}
+
+func newAuthorizer(t *testing.T, nc *nats.Conn, o authz.Options) *authz.Authorizer {
+	t.Helper()
+	a, err := authz.New(nc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return a
+}
+
+func TestAuthorize(t *testing.T) {
+	srv := natstest.Start(t)
+	r := startResponder(t, srv.Connect(t))
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := newAuthorizer(t, srv.Connect(t), authz.Options{Clock: clk})
+	ctx := context.Background()
+
+	t.Run("system:masters is not reviewed", func(t *testing.T) {
+		before := r.count.Load()
+		d, err := a.Authorize(ctx, authz.Attributes{User: &frontproxy.User{Name: "alice", Groups: []string{"system:masters"}}, Verb: "delete", ResourceRequest: true, Resource: "namespaces"})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%+v %v, want allowed", d, err)
+		}
+		if r.count.Load() != before {
+			t.Error("authz was asked about system:masters")
+		}
+	})
+
+	t.Run("review carries the user and the request", func(t *testing.T) {
+		r.allow.Store(true)
+		d, err := a.Authorize(ctx, listConfigMaps)
+		if err != nil || !d.Allowed {
+			t.Fatalf("%+v %v, want allowed", d, err)
+		}
+		spec := r.last.Load()
+		ra := spec.ResourceAttributes
+		if spec.User != "bob" || spec.UID != "2" || len(spec.Groups) != 2 || spec.Extra["scopes"][0] != "read" ||
+			ra == nil || ra.Verb != "list" || ra.Namespace != "y" || ra.Resource != "configmaps" || ra.Version != "v1" || spec.NonResourceAttributes != nil {
+			t.Errorf("review spec %+v %+v", spec, ra)
+		}
+	})
+
+	t.Run("allowed decision is cached", func(t *testing.T) {
+		before := r.count.Load()
+		r.allow.Store(false)
+		d, err := a.Authorize(ctx, listConfigMaps)
+		if err != nil || !d.Allowed || r.count.Load() != before {
+			t.Errorf("%+v %v after %d reviews, want the cached allow", d, err, r.count.Load()-before)
+		}
+	})
+
+	t.Run("allowed decision expires", func(t *testing.T) {
+		clk.Step(authz.DefaultAuthorizedTTL + time.Second)
+		d, err := a.Authorize(ctx, listConfigMaps)
+		if err != nil || d.Allowed || d.Reason != "no RBAC policy matched" {
+			t.Errorf("%+v %v, want a fresh denial", d, err)
+		}
+	})
+
+	t.Run("denied decision is cached for its own TTL", func(t *testing.T) {
+		r.allow.Store(true)
+		before := r.count.Load()
+		clk.Step(authz.DefaultUnauthorizedTTL - time.Second)
+		if d, _ := a.Authorize(ctx, listConfigMaps); d.Allowed || r.count.Load() != before {
+			t.Fatalf("%+v, want the cached denial", d)
+		}
+		clk.Step(2 * time.Second)
+		if d, _ := a.Authorize(ctx, listConfigMaps); !d.Allowed || r.count.Load() != before+1 {
+			t.Errorf("%+v, want a fresh allow", d)
+		}
+	})
+
+	t.Run("non-resource review", func(t *testing.T) {
+		if _, err := a.Authorize(ctx, authz.Attributes{User: bob, Verb: "get", Path: "/livez"}); err != nil {
+			t.Fatal(err)
+		}
+		spec := r.last.Load()
+		if nr := spec.NonResourceAttributes; nr == nil || nr.Path != "/livez" || nr.Verb != "get" || spec.ResourceAttributes != nil {
+			t.Errorf("review spec %+v", spec)
+		}
+	})
+}
+
+func TestInvalidationFlushes(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	r := startResponder(t, nc)
+	r.allow.Store(true)
+	a := newAuthorizer(t, srv.Connect(t), authz.Options{})
+	ctx := context.Background()
+	if d, err := a.Authorize(ctx, listConfigMaps); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	r.allow.Store(false)
+	body, _ := json.Marshal(protoauthz.Invalidation{Reason: "rolebindings/y/dev"})
+	if err := nc.Publish(protoauthz.SubjectInvalidate, body); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		d, err := a.Authorize(ctx, listConfigMaps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cached allow still used 1s after the invalidation")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAuthzDown(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	a := newAuthorizer(t, nc, authz.Options{Timeout: 200 * time.Millisecond})
+	_, err := a.Authorize(context.Background(), listConfigMaps)
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("error %v, want 503", err)
+	}
+	// Nothing was cached: authz answers once it is back.
+	r := startResponder(t, nc)
+	r.allow.Store(true)
+	if d, err := a.Authorize(context.Background(), listConfigMaps); err != nil || !d.Allowed {
+		t.Errorf("%+v %v, want allowed once authz is back", d, err)
+	}
+}
+
+func TestForbidden(t *testing.T) {
+	tests := []struct {
+		name   string
+		attrs  authz.Attributes
+		reason string
+		want   string
+	}{
+		{"namespaced", listConfigMaps, "",
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"y\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}`},
+		{"cluster scope with a reason", authz.Attributes{User: bob, Verb: "get", ResourceRequest: true, APIGroup: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "admin"}, "denied by policy protect",
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"clusterroles.rbac.authorization.k8s.io \"admin\" is forbidden: User \"bob\" cannot get resource \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope: denied by policy protect","reason":"Forbidden","details":{"name":"admin","group":"rbac.authorization.k8s.io","kind":"clusterroles"},"code":403}`},
+		{"subresource", authz.Attributes{User: bob, Verb: "create", ResourceRequest: true, Namespace: "y", Resource: "pods", Subresource: "exec", Name: "p"}, "",
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"p\" is forbidden: User \"bob\" cannot create resource \"pods/exec\" in API group \"\" in the namespace \"y\"","reason":"Forbidden","details":{"name":"p","kind":"pods"},"code":403}`},
+		{"non-resource, escaped", authz.Attributes{User: &frontproxy.User{Name: "system:anonymous"}, Verb: "get", Path: "/<x>"}, "",
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden: User \"system:anonymous\" cannot get path \"/\u0026lt;x\u0026gt;\"","reason":"Forbidden","details":{},"code":403}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := apistatus.Status(authz.Forbidden(tt.attrs, tt.reason))
+			body, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Code != http.StatusForbidden || string(body) != tt.want {
+				t.Errorf("body\n%s\nwant\n%s", body, tt.want)
+			}
+		})
+	}
+}
