@@ -114,9 +114,9 @@ func startAPI(t testing.TB) *api {
 // certs are the PKI of a test: a CA that signs authz's serving certificate
 // and the webhook callers' client certificates, as files.
 type certs struct {
-	ca                      *pki.Cert
+	ca                        *pki.Cert
 	caFile, certFile, keyFile string
-	client                  *pki.Cert
+	client                    *pki.Cert
 }
 
 func newCerts(t testing.TB) *certs {
