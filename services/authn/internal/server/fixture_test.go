@@ -207,5 +207,4 @@ func requestToken(nc *nats.Conn, ns, name, uid string, req *authenticationv1.Tok
 	return &out, nil
 }
 
-
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -239,4 +239,3 @@ func (s *Server) handler(metricsHandler http.Handler) http.Handler {
 	e.POST(tokenReviewPath, s.httpTokenReview)
 	return e
 }
-

@@ -86,8 +86,17 @@ func TestGetter(t *testing.T) {
 		if err := api.Client.CoreV1().ServiceAccounts("default").Delete(ctx, "robot", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.GetServiceAccount(ctx, "default", "robot"); !apierrors.IsNotFound(err) {
-			t.Fatalf("got %v, want NotFound", err)
+		// The informer sees the deletion a moment later.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := g.GetServiceAccount(ctx, "default", "robot")
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("got %v, want NotFound", err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }
