@@ -16,6 +16,7 @@ import (
 	"kplane.dev/libs/apiserver/openapi/builtin"
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/services/core/internal/namespace"
+	"kplane.dev/services/core/internal/reviews"
 	"kplane.dev/services/core/internal/validation/admissionregistration"
 	"kplane.dev/services/core/internal/validation/apiregistration"
 	"kplane.dev/services/core/internal/validation/coordination"
@@ -195,6 +196,7 @@ func newScheme() (*runtime.Scheme, error) {
 		rbacv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
 		apiregistrationv1.AddToScheme,
+		reviews.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)

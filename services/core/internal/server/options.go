@@ -19,6 +19,7 @@ import (
 
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/command"
+	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
 	"kplane.dev/libs/storage/compactor"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	NATSToken string
 	NATSCreds string
 
+	// ReviewTimeout bounds the wait for authn or authz to answer a
+	// review, a token request or an escalation check.
+	ReviewTimeout time.Duration
+
 	// APIKubeconfig is the endpoint of the whole API the controllers act
 	// through; empty means core's own loopback.
 	APIKubeconfig string
@@ -68,6 +73,7 @@ func NewOptions() *Options {
 		EtcdPrefix:                "/kplane",
 		CompactionInterval:        compactor.DefaultInterval,
 		ShutdownTimeout:           60 * time.Second,
+		ReviewTimeout:             natsrpc.DefaultTimeout,
 		LogFormat:                 "text",
 	}
 }
@@ -84,9 +90,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "PEM client certificate for etcd")
 	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "PEM private key of --etcd-certfile")
 	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "etcd key prefix of everything core stores")
-	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "NATS URL of the change feed; empty publishes no change feed")
+	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "NATS URL of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
 	fs.StringVar(&o.NATSToken, "nats-token", o.NATSToken, "NATS authentication token")
 	fs.StringVar(&o.NATSCreds, "nats-creds", o.NATSCreds, "NATS credentials file (JWT and NKey seed)")
+	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for authn or authz (over NATS) to answer a review, a token request or an RBAC escalation check")
 	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
 	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
@@ -133,6 +140,9 @@ func (o *Options) Validate() []error {
 	if o.NATSURL == "" && (o.NATSToken != "" || o.NATSCreds != "") {
 		add("--nats-token and --nats-creds need --nats-url")
 	}
+	if o.ReviewTimeout <= 0 {
+		add("--review-timeout: must be positive, got %v", o.ReviewTimeout)
+	}
 	if o.CompactionInterval < 0 {
 		add("--compaction-interval: must not be negative, got %v", o.CompactionInterval)
 	}
@@ -159,7 +169,8 @@ type Config struct {
 	etcd       clientv3.Config
 	etcdPrefix string
 
-	nats natsConfig
+	nats          natsConfig
+	reviewTimeout time.Duration
 
 	// api is the endpoint controllers use; nil means the loopback.
 	api *restclient.Config
@@ -185,6 +196,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		allowedNames:       append([]string(nil), o.RequestHeaderAllowedNames...),
 		etcdPrefix:         o.EtcdPrefix,
 		nats:               natsConfig{url: o.NATSURL, token: o.NATSToken, creds: o.NATSCreds},
+		reviewTimeout:      o.ReviewTimeout,
 		compactionInterval: o.CompactionInterval,
 		shutdownDelay:      o.ShutdownDelay,
 		shutdownTimeout:    o.ShutdownTimeout,

@@ -27,7 +27,7 @@ func TestValidate(t *testing.T) {
 		}, want: []string{
 			"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--client-ca-file is required",
 			"--requestheader-allowed-names: empty name", `--etcd-servers: "127.0.0.1:2379"`, "--etcd-certfile and --etcd-keyfile go together",
-			"--etcd-prefix", "--nats-token and --nats-creds are exclusive", "need --nats-url", "--compaction-interval", "--shutdown-timeout", "--log-format",
+			"--etcd-prefix", "--nats-token and --nats-creds are exclusive", "need --nats-url", "--review-timeout", "--compaction-interval", "--shutdown-timeout", "--log-format",
 		}},
 		{name: "no etcd", modify: func(o *Options) { o.EtcdServers = nil }, want: []string{"--etcd-servers is required"}},
 		{name: "prefix ending in a slash", modify: func(o *Options) { o.EtcdPrefix = "/kplane/" }, want: []string{"--etcd-prefix"}},

@@ -208,7 +208,7 @@ func TestOnlyTheGatewayIsTrusted(t *testing.T) {
 			"/livez":          "ok",
 			"/healthz":        "ok",
 			"/readyz/etcd":    "ok",
-			"/readyz?verbose": "[+]ping ok\n[+]etcd ok\n[+]poststarthook/system-namespaces ok\n[+]shutdown ok\nreadyz check passed\n",
+			"/readyz?verbose": "[+]ping ok\n[+]etcd ok\n[+]poststarthook/system-namespaces ok\n[+]poststarthook/rbac/bootstrap-roles ok\n[+]shutdown ok\nreadyz check passed\n",
 		} {
 			resp, err := hc.Get(r.URL + path)
 			if err != nil {

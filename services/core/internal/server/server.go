@@ -38,6 +38,10 @@ import (
 	"kplane.dev/services/core/internal/kinds"
 	"kplane.dev/services/core/internal/namespace"
 	nscontroller "kplane.dev/services/core/internal/namespace/controller"
+	"kplane.dev/services/core/internal/rbac/aggregation"
+	"kplane.dev/services/core/internal/rbac/bootstrap"
+	"kplane.dev/services/core/internal/rbac/escalation"
+	"kplane.dev/services/core/internal/reviews"
 )
 
 // LoopbackUser is who core's own controllers act as when they reach core
@@ -69,7 +73,8 @@ type Server struct {
 	cfg  *Config
 	log  *slog.Logger
 	etcd *clientv3.Client
-	// nats carries the change feed; nil without --nats-url.
+	// nats carries the change feed and the reviews; nil without
+	// --nats-url.
 	nats *nats.Conn
 	api  *apiserver.Server
 	ln   net.Listener
@@ -85,6 +90,8 @@ type Server struct {
 	shuttingDown atomic.Bool
 	// systemNamespaces is set once the system namespaces exist.
 	systemNamespaces atomic.Bool
+	// bootstrapRoles is set once the default RBAC policy exists.
+	bootstrapRoles atomic.Bool
 	// watchCtx ends every watch at the start of shutdown, before the HTTP
 	// server waits for requests in flight: a watch never finishes by
 	// itself.
@@ -119,9 +126,26 @@ func New(cfg *Config) (*Server, error) {
 // build assembles the handlers and the background work.
 func (s *Server) build() error {
 	cfg := s.cfg
+	if err := s.connectNATS(); err != nil {
+		return err
+	}
+	// The loopback reaches the API built below; nothing calls it before
+	// the server serves, by which time api is set.
+	var api http.Handler
+	s.loopback = frontproxy.LoopbackConfig(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+	}), LoopbackUser)
+	loopback, err := kubernetes.NewForConfig(s.loopback)
+	if err != nil {
+		return fmt.Errorf("build loopback client: %w", err)
+	}
 	res, err := kinds.Resources(clock.RealClock{})
 	if err != nil {
 		return fmt.Errorf("declare resources: %w", err)
+	}
+	rpc := reviews.NewNATS(s.nats, cfg.reviewTimeout)
+	if res, err = kinds.WithReviews(res, rpc, reviews.NewTokenRequests(rpc, loopback), clock.RealClock{}); err != nil {
+		return fmt.Errorf("declare reviews: %w", err)
 	}
 	stores, lifecycle, err := s.stores(res)
 	if err != nil {
@@ -130,7 +154,7 @@ func (s *Server) build() error {
 	apiOpts := apiserver.Options{
 		Resources:      res,
 		Stores:         stores,
-		HandlerOptions: []rest.Option{rest.WithAdmission(lifecycle)},
+		HandlerOptions: []rest.Option{rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log))},
 		Logger:         s.log,
 	}
 	apiCfg, err := apiOpts.Config()
@@ -144,8 +168,7 @@ func (s *Server) build() error {
 	if err != nil {
 		return err
 	}
-	api := s.endWatchesOnShutdown(s.api.Handler())
-	s.loopback = frontproxy.LoopbackConfig(api, LoopbackUser)
+	api = s.endWatchesOnShutdown(s.api.Handler())
 
 	mux := http.NewServeMux()
 	etcdCheck := healthz.NamedCheck("etcd", s.checkEtcd)
@@ -161,11 +184,17 @@ func (s *Server) build() error {
 		}
 		return nil
 	})
+	bootstrapRoles := healthz.NamedCheck("poststarthook/rbac/bootstrap-roles", func(*http.Request) error {
+		if !s.bootstrapRoles.Load() {
+			return errors.New("bootstrap roles not yet created")
+		}
+		return nil
+	})
 	ping := healthz.Ping()
 	for endpoint, checks := range map[string][]healthz.Checker{
-		"healthz": {ping, etcdCheck, bootstrap},
+		"healthz": {ping, etcdCheck, bootstrap, bootstrapRoles},
 		"livez":   {ping, etcdCheck},
-		"readyz":  {ping, etcdCheck, bootstrap, shutdown},
+		"readyz":  {ping, etcdCheck, bootstrap, bootstrapRoles, shutdown},
 	} {
 		h := healthz.Handler(endpoint, checks...)
 		mux.Handle("/"+endpoint, h)
@@ -195,13 +224,13 @@ func (s *Server) build() error {
 			compactor.WithLogger(s.log))
 		s.everyReplica = append(s.everyReplica, task{name: "compactor", run: c.Run})
 	}
-	loopback, err := kubernetes.NewForConfig(s.loopback)
-	if err != nil {
-		return fmt.Errorf("build loopback client: %w", err)
-	}
-	s.everyReplica = append(s.everyReplica, task{name: "system namespaces", run: func(ctx context.Context) error {
-		return s.ensureSystemNamespaces(ctx, loopback)
-	}})
+	s.everyReplica = append(s.everyReplica,
+		task{name: "system namespaces", run: func(ctx context.Context) error {
+			return s.ensureSystemNamespaces(ctx, loopback)
+		}},
+		task{name: "bootstrap roles", run: func(ctx context.Context) error {
+			return s.ensureBootstrapRoles(ctx, loopback)
+		}})
 	if err := s.controllers(); err != nil {
 		return err
 	}
@@ -240,23 +269,11 @@ func (s *Server) stores(res []*resource.Resource) (apiserver.StoreFunc, *namespa
 // leader of an election of its own, when a NATS URL is configured. The
 // connection retries in the background: NATS may come up after core.
 func (s *Server) changeFeed(res []*resource.Resource) error {
-	if s.cfg.nats.url == "" {
+	if s.nats == nil {
 		s.log.Warn("no --nats-url: the change feed is not published")
 		return nil
 	}
-	opts := []nats.Option{nats.Name("kplane-core"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1)}
-	switch {
-	case s.cfg.nats.token != "":
-		opts = append(opts, nats.Token(s.cfg.nats.token))
-	case s.cfg.nats.creds != "":
-		opts = append(opts, nats.UserCredentials(s.cfg.nats.creds))
-	}
-	nc, err := nats.Connect(s.cfg.nats.url, opts...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
-	}
-	s.nats = nc
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(s.nats)
 	if err != nil {
 		return fmt.Errorf("open JetStream: %w", err)
 	}
@@ -273,6 +290,28 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 	return nil
 }
 
+// connectNATS connects to NATS when a URL is configured. The connection
+// retries in the background: NATS may come up after core.
+func (s *Server) connectNATS() error {
+	if s.cfg.nats.url == "" {
+		s.log.Warn("no --nats-url: reviews, token requests and RBAC escalation checks answer 503")
+		return nil
+	}
+	opts := []nats.Option{nats.Name("kplane-core"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1)}
+	switch {
+	case s.cfg.nats.token != "":
+		opts = append(opts, nats.Token(s.cfg.nats.token))
+	case s.cfg.nats.creds != "":
+		opts = append(opts, nats.UserCredentials(s.cfg.nats.creds))
+	}
+	nc, err := nats.Connect(s.cfg.nats.url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	s.nats = nc
+	return nil
+}
+
 // controllers are the leader's work, acting on the API through APIConfig.
 func (s *Server) controllers() error {
 	clients, err := apiclient.New(s.APIConfig())
@@ -283,12 +322,14 @@ func (s *Server) controllers() error {
 	if err != nil {
 		return fmt.Errorf("build garbage collector: %w", err)
 	}
+	aggregator := aggregation.New(clients.Kube, aggregation.WithLogger(s.log))
 	deleter := nscontroller.NewNamespaceDeleter(clients, nscontroller.WithDeleterLogger(s.log))
 	serviceAccounts := nscontroller.NewServiceAccounts(clients, nscontroller.WithServiceAccountsLogger(s.log))
 	s.leaderOnly = []leaderTask{
 		{name: "garbage collector", run: func(ctx context.Context, _ election.Term) error { return gc.Run(ctx) }},
 		{name: "namespace deleter", run: func(ctx context.Context, _ election.Term) error { return deleter.Run(ctx) }},
 		{name: "default service accounts", run: func(ctx context.Context, _ election.Term) error { return serviceAccounts.Run(ctx) }},
+		{name: "clusterrole aggregation", run: func(ctx context.Context, _ election.Term) error { return aggregator.Run(ctx) }},
 	}
 	return nil
 }
@@ -305,6 +346,26 @@ func (s *Server) ensureSystemNamespaces(ctx context.Context, kube kubernetes.Int
 			return nil
 		}
 		s.log.Warn("create system namespaces", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(systemNamespacesRetry):
+		}
+	}
+}
+
+// ensureBootstrapRoles creates the default RBAC policy that is missing,
+// on every replica at start as kube-apiserver's rbac/bootstrap-roles
+// post-start hook does, so that each replica is ready only once it
+// exists; it retries until it succeeds.
+func (s *Server) ensureBootstrapRoles(ctx context.Context, kube kubernetes.Interface) error {
+	for {
+		err := bootstrap.Ensure(ctx, kube)
+		if err == nil {
+			s.bootstrapRoles.Store(true)
+			return nil
+		}
+		s.log.Warn("create bootstrap roles", "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
