@@ -61,6 +61,14 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 		if err := collect(gv.definitions, roots, own, declared, common); err != nil {
 			return nil, fmt.Errorf("collect definitions of %s: %w", r.GroupResource(), err)
 		}
+		for _, a := range r.Subresources.Actions {
+			if a.Schema == nil {
+				continue
+			}
+			if err := collect(gv.definitions, []string{a.Schema.Ref}, a.Schema.Definitions, common); err != nil {
+				return nil, fmt.Errorf("collect definitions of %s/%s: %w", r.GroupResource(), a.Name, err)
+			}
+		}
 	}
 
 	d := &documents{v3: map[string]*spec3.OpenAPI{}, v2: newSwagger(info)}

@@ -66,6 +66,18 @@ func namespaces(t testing.TB) *resource.Resource {
 	return typed(t, corev1.SchemeGroupVersion.WithResource("namespaces"), "Namespace", false, true)
 }
 
+// serviceAccounts serve the token action, which takes TokenRequests.
+func serviceAccounts(t testing.TB) *resource.Resource {
+	r := typed(t, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), "ServiceAccount", true, false)
+	gvk := schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}
+	s, err := builtin.Schema(gvk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Subresources.Actions = []resource.Action{{Name: "token", Kind: gvk, Schema: s}}
+	return r
+}
+
 func roles(t testing.TB) *resource.Resource {
 	return typed(t, rbacv1.SchemeGroupVersion.WithResource("roles"), "Role", true, false)
 }
@@ -250,10 +262,11 @@ func getDoc(t *testing.T, srv *httptest.Server, key string) (*spec3.OpenAPI, []b
 }
 
 func TestOperations(t *testing.T) {
-	srv, _ := newServer(t, configMaps(t), namespaces(t), roles(t), widgets())
+	srv, _ := newServer(t, configMaps(t), namespaces(t), roles(t), widgets(), serviceAccounts(t))
 	tests := []struct {
 		doc, path, method, id, action string
 	}{
+		{"api/v1", "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", "post", "createCoreV1NamespacedServiceAccountToken", "post"},
 		{"api/v1", "/api/v1/namespaces/{namespace}/configmaps", "get", "listCoreV1NamespacedConfigMap", "list"},
 		{"api/v1", "/api/v1/namespaces/{namespace}/configmaps", "post", "createCoreV1NamespacedConfigMap", "post"},
 		{"api/v1", "/api/v1/namespaces/{namespace}/configmaps", "delete", "deleteCoreV1CollectionNamespacedConfigMap", "deletecollection"},
@@ -323,7 +336,7 @@ func TestOperations(t *testing.T) {
 // Every reference in every document must name one of its own components:
 // clients resolve them within the document.
 func TestReferencesResolve(t *testing.T) {
-	srv, _ := newServer(t, configMaps(t), namespaces(t), roles(t), widgets(), gadgets())
+	srv, _ := newServer(t, configMaps(t), namespaces(t), roles(t), widgets(), gadgets(), serviceAccounts(t))
 	ref := regexp.MustCompile(`"\$ref":"([^"]*)"`)
 	for key := range getIndex(t, srv).Paths {
 		t.Run(key, func(t *testing.T) {

@@ -143,6 +143,17 @@ func resourcePaths(paths map[string]spec.PathItem, r *resource.Resource, names k
 			patch: status.patch("patch", "patch"+o.prefix+nsKind+"Status", "partially update status of the specified "+r.Kind),
 		})
 	}
+	for _, a := range r.Subresources.Actions {
+		if a.Schema == nil {
+			continue
+		}
+		act := &operations{prefix: o.prefix, tag: o.tag, kind: a.Kind.Kind, names: kindNames{object: a.Schema.Ref},
+			gvk:   map[string]any{"group": a.Kind.Group, "version": a.Kind.Version, "kind": a.Kind.Kind},
+			verbs: map[string]bool{"create": true}}
+		add(paths, item+"/"+a.Name, join(nameParams, nsParams, pretty), pathOps{
+			post: act.create("create"+o.prefix+nsKind+toOperationID(a.Name, true), "create "+a.Name+" of "+article(r.Kind)+" "+r.Kind),
+		})
+	}
 	if r.Namespaced {
 		add(paths, root+"/"+gvr.Resource, join(pretty, listParams), pathOps{
 			get: o.listAll("list"+o.prefix+r.Kind+"ForAllNamespaces", "list or watch objects of kind "+r.Kind),

@@ -102,6 +102,9 @@ type Action struct {
 	Kind schema.GroupVersionKind
 	// Objects decodes the requests.
 	Objects Objects
+	// Schema is the kind's OpenAPI schema; nil leaves the action out of
+	// the OpenAPI documents.
+	Schema  *Schema
 	Creater Creater
 }
 
