@@ -28,8 +28,12 @@ func WithReviews(res []*resource.Resource, rpc reviews.Requester, tokens resourc
 	if err != nil {
 		return nil, fmt.Errorf("declare token requests: %w", err)
 	}
+	tokenSchema, err := builtin.Schema(reviews.TokenRequestKind)
+	if err != nil {
+		return nil, fmt.Errorf("declare token requests: %w", err)
+	}
 	sa := *res[i]
-	sa.Subresources.Actions = []resource.Action{{Name: "token", Kind: reviews.TokenRequestKind, Objects: tokenObjects, Creater: tokens}}
+	sa.Subresources.Actions = []resource.Action{{Name: "token", Kind: reviews.TokenRequestKind, Objects: tokenObjects, Schema: tokenSchema, Creater: tokens}}
 	out := slices.Clone(res)
 	out[i] = &sa
 	if c == nil {

@@ -269,7 +269,8 @@ func TestDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"`, `"io.k8s.api.authentication.v1.TokenReview"`} {
+	for _, want := range []string{`"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"`, `"io.k8s.api.authentication.v1.TokenReview"`,
+		`"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"`, `"io.k8s.api.authentication.v1.TokenRequest"`} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("OpenAPI v2 lacks %s", want)
 		}
