@@ -117,7 +117,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.APIAudiences, "api-audiences", o.APIAudiences, "audiences of the API; default: the service account issuers")
 	fs.DurationVar(&o.ServiceAccountMaxExpiration, "service-account-max-token-expiration", o.ServiceAccountMaxExpiration, "longest lifetime of a requested token; 0 means no limit")
 	fs.BoolVar(&o.ServiceAccountExtendExpiry, "service-account-extend-token-expiration", o.ServiceAccountExtendExpiry, "give pod-bound tokens of the default 3607s a year, warning after 3607s, as kube does")
-	fs.BoolVar(&o.ServiceAccountLookup, "service-account-lookup", o.ServiceAccountLookup, "check that a token's service account exists; false allows running without --kubeconfig, with service account tokens then not accepted")
+	fs.BoolVar(&o.ServiceAccountLookup, "service-account-lookup", o.ServiceAccountLookup, "check that a token's service account exists; false allows running without --kubeconfig, and then service account tokens are not accepted (with --kubeconfig they are always checked)")
 	fs.BoolVar(&o.EnableBootstrapTokenAuth, "enable-bootstrap-token-auth", o.EnableBootstrapTokenAuth, "accept bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in kube-system)")
 	fs.DurationVar(&o.TokenCacheSuccessTTL, "token-cache-success-ttl", o.TokenCacheSuccessTTL, "how long an accepted token is remembered; 0 disables")
 	fs.DurationVar(&o.TokenCacheFailureTTL, "token-cache-failure-ttl", o.TokenCacheFailureTTL, "how long a refused token is remembered; 0 disables")
@@ -253,7 +253,6 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		apiAuds:          authenticator.Audiences(o.APIAudiences),
 		maxExpiration:    o.ServiceAccountMaxExpiration,
 		extendExpiration: o.ServiceAccountExtendExpiry,
-		lookup:           o.ServiceAccountLookup,
 		bootstrap:        o.EnableBootstrapTokenAuth,
 		successTTL:       o.TokenCacheSuccessTTL,
 		failureTTL:       o.TokenCacheFailureTTL,

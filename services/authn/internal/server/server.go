@@ -104,7 +104,10 @@ func (s *Server) buildReviewer() (authenticator.Authenticator, error) {
 	if cfg.tokenFile != nil {
 		tokens = append(tokens, authenticator.AudienceAgnostic(cfg.apiAuds, cfg.tokenFile))
 	}
-	if s.getter != nil && cfg.lookup {
+	// Service account tokens are checked against their service account,
+	// so they need the API; bound tokens are in kube too, whatever
+	// --service-account-lookup says.
+	if s.getter != nil {
 		legacy, err := serviceaccount.NewLegacyAuthenticator(cfg.keys, cfg.apiAuds, s.getter)
 		if err != nil {
 			return nil, err
@@ -205,7 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// ready checks what a replica needs to answer: NATS, and full informer
+// checks are what a replica needs to answer: NATS, and full informer
 // caches (a review against an empty cache would refuse good tokens of
 // bootstrap secrets, the only kind read from the cache alone).
 func (s *Server) checks() []healthz.Checker {
