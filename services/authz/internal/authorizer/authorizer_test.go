@@ -7,12 +7,15 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"kplane.dev/proto/authz"
@@ -88,6 +91,10 @@ func TestWebhook(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
+		if r.URL.Path != "/authorize" {
+			http.Error(w, "wrong path", http.StatusNotFound)
+			return
+		}
 		var review authorizationv1.SubjectAccessReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Kind != "SubjectAccessReview" || review.APIVersion != "authorization.k8s.io/v1" {
 			http.Error(w, "bad review", http.StatusBadRequest)
@@ -106,8 +113,21 @@ func TestWebhook(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	// The webhook is reached with TLS, trusting only its CA.
-	cfg := &restclient.Config{Host: srv.URL + "/authorize", TLSClientConfig: restclient.TLSClientConfig{CAData: certPEM(t, srv)}}
+	// The webhook is reached with TLS, trusting only its CA, from kube's
+	// kubeconfig-format configuration.
+	file := filepath.Join(t.TempDir(), "webhook.kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["webhook"] = &clientcmdapi.Cluster{Server: srv.URL + "/authorize", CertificateAuthorityData: certPEM(t, srv)}
+	kc.AuthInfos["kplane"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "kplane"}
+	kc.CurrentContext = "webhook"
+	if err := clientcmd.WriteToFile(*kc, file); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadWebhookConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w, err := NewWebhook(cfg, WithClock(clk))
 	if err != nil {
 		t.Fatal(err)

@@ -21,15 +21,38 @@ type fileStamp struct {
 	size    int64
 }
 
-// WatchDir loads the *.rego files of dir into a as the source DirSource,
-// then checks them every interval until ctx ends, reloading all of them
-// when any is added, removed or changed. A directory that cannot be read
-// is an error at the start and logged afterwards.
-func (a *Authorizer) WatchDir(ctx context.Context, dir string, interval time.Duration) error {
-	stamps, err := a.loadDir(ctx, dir, nil)
+// Dir feeds the *.rego files of a directory to an Authorizer as the source
+// DirSource. Load it once, then Run it; only Run's goroutine may use it
+// afterwards.
+type Dir struct {
+	a      *Authorizer
+	dir    string
+	stamps map[string]fileStamp
+}
+
+// NewDir returns the feed of dir into a.
+func NewDir(a *Authorizer, dir string) *Dir { return &Dir{a: a, dir: dir} }
+
+// Load reads the directory and puts its modules in force. Unlike later
+// reloads it fails when they do not compile: at the start there is no last
+// good set to keep, and an operator should learn of a broken policy before
+// the replica serves.
+func (d *Dir) Load(ctx context.Context) error {
+	modules, stamps, err := d.read()
 	if err != nil {
 		return err
 	}
+	if err := d.a.SetSource(ctx, DirSource, modules); err != nil {
+		return err
+	}
+	d.stamps = stamps
+	return nil
+}
+
+// Run checks the directory every interval until ctx ends, reloading all of
+// its modules when a file is added, removed or changed. Errors are logged;
+// a set that does not compile leaves the last good one in force.
+func (d *Dir) Run(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -38,25 +61,33 @@ func (a *Authorizer) WatchDir(ctx context.Context, dir string, interval time.Dur
 			return nil
 		case <-t.C:
 		}
-		next, err := a.loadDir(ctx, dir, stamps)
+		stamps, err := d.stat()
 		if err != nil {
-			a.log.Error("read policy directory", "dir", dir, "err", err)
+			d.a.log.Error("read policy directory", "dir", d.dir, "err", err)
 			continue
 		}
-		stamps = next
+		if equalStamps(d.stamps, stamps) {
+			continue
+		}
+		modules, stamps, err := d.read()
+		if err != nil {
+			d.a.log.Error("read policy directory", "dir", d.dir, "err", err)
+			continue
+		}
+		// SetSource logs a compile error and keeps the last good set; the
+		// files were read, so they are not read again until they change.
+		_ = d.a.SetSource(ctx, DirSource, modules)
+		d.stamps = stamps
 	}
 }
 
-// loadDir reads dir's modules when their stamps differ from last and hands
-// them to a. A compile error is logged by SetSource and does not fail the
-// load: the files were read.
-func (a *Authorizer) loadDir(ctx context.Context, dir string, last map[string]fileStamp) (map[string]fileStamp, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.rego"))
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
-	}
-	if _, err := os.Stat(dir); err != nil {
+func (d *Dir) stat() (map[string]fileStamp, error) {
+	if _, err := os.Stat(d.dir); err != nil {
 		return nil, fmt.Errorf("read policy directory: %w", err)
+	}
+	paths, err := filepath.Glob(filepath.Join(d.dir, "*.rego"))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.dir, err)
 	}
 	stamps := make(map[string]fileStamp, len(paths))
 	for _, p := range paths {
@@ -66,19 +97,25 @@ func (a *Authorizer) loadDir(ctx context.Context, dir string, last map[string]fi
 		}
 		stamps[filepath.Base(p)] = fileStamp{modTime: fi.ModTime(), size: fi.Size()}
 	}
-	if last != nil && equalStamps(last, stamps) {
-		return last, nil
-	}
-	modules := make(map[string]string, len(paths))
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
-		}
-		modules[DirSource+"/"+filepath.Base(p)] = string(data)
-	}
-	_ = a.SetSource(ctx, DirSource, modules)
 	return stamps, nil
+}
+
+// read returns the modules and their stamps, taken before the reads so
+// that a write during them is seen at the next poll.
+func (d *Dir) read() (map[string]string, map[string]fileStamp, error) {
+	stamps, err := d.stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	modules := make(map[string]string, len(stamps))
+	for name := range stamps {
+		data, err := os.ReadFile(filepath.Join(d.dir, name))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		modules[DirSource+"/"+name] = string(data)
+	}
+	return modules, stamps, nil
 }
 
 func equalStamps(a, b map[string]fileStamp) bool {

@@ -172,9 +172,13 @@ func TestWatchDir(t *testing.T) {
 	dir := t.TempDir()
 	var seen changes
 	a := newAuthorizer(t, WithOnChange(seen.add))
+	d := NewDir(a, dir)
+	if err := d.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.WatchDir(ctx, dir, 10*time.Millisecond) }()
+	go func() { done <- d.Run(ctx, 10*time.Millisecond) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -229,4 +233,19 @@ func TestWatchDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("file removed", deleteProd, authorizer.NoOpinion)
+}
+
+// TestDirLoadBroken fails the start on a directory whose policies do not
+// compile.
+func TestDirLoadBroken(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.rego"), []byte("package kplane.authz.bad\ndeny contains if"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewDir(newAuthorizer(t), dir).Load(context.Background()); err == nil || !strings.Contains(err.Error(), "bad.rego") {
+		t.Fatalf("load error %v, want one naming bad.rego", err)
+	}
+	if err := NewDir(newAuthorizer(t), filepath.Join(dir, "missing")).Load(context.Background()); err == nil {
+		t.Fatal("a missing directory loaded")
+	}
 }

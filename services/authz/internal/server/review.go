@@ -30,7 +30,38 @@ type reviewer struct {
 	duration  prometheus.Histogram
 	// inflight counts reviews being answered, so that shutdown can wait
 	// for their replies before NATS closes.
-	inflight sync.WaitGroup
+	inflight inflight
+}
+
+// inflight counts work in progress. Unlike a sync.WaitGroup it may be
+// waited on while work still starts: natsrpc hands each request to a
+// goroutine of its own, which may begin after the subscription drained.
+type inflight struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (f *inflight) add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += d
+}
+
+// wait polls until no work is in progress or ctx ends.
+func (f *inflight) wait(ctx context.Context) {
+	for {
+		f.mu.Lock()
+		n := f.n
+		f.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func newReviewer(chain authorizer.Chain, reg prometheus.Registerer) (*reviewer, error) {
@@ -83,8 +114,8 @@ func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAc
 
 // accessReview answers proto/authz.SubjectAccessReview.
 func (r *reviewer) accessReview(ctx context.Context, payload []byte) ([]byte, error) {
-	r.inflight.Add(1)
-	defer r.inflight.Done()
+	r.inflight.add(1)
+	defer r.inflight.add(-1)
 	var review authorizationv1.SubjectAccessReview
 	if err := json.Unmarshal(payload, &review); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err))
@@ -99,8 +130,8 @@ func (r *reviewer) accessReview(ctx context.Context, payload []byte) ([]byte, er
 // SelfSubjectRulesReview storage does: an error makes the answer
 // incomplete and is its evaluationError.
 func (r *reviewer) rulesReview(ctx context.Context, payload []byte) ([]byte, error) {
-	r.inflight.Add(1)
-	defer r.inflight.Done()
+	r.inflight.add(1)
+	defer r.inflight.add(-1)
 	var review authz.RulesReview
 	if err := json.Unmarshal(payload, &review); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode RulesReview: %v", err))
@@ -146,8 +177,8 @@ func (s *Server) serveWebhook(c echo.Context) error {
 	if gv := authorizationv1.SchemeGroupVersion.String(); review.APIVersion != gv || review.Kind != "SubjectAccessReview" {
 		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("want a %s SubjectAccessReview, got %s %s", gv, review.APIVersion, review.Kind)))
 	}
-	s.reviews.inflight.Add(1)
-	defer s.reviews.inflight.Done()
+	s.reviews.inflight.add(1)
+	defer s.reviews.inflight.add(-1)
 	if err := s.reviews.decide(req.Context(), &review); err != nil {
 		return writeStatus(c, err)
 	}

@@ -138,9 +138,13 @@ func (s *Server) chain(index *rbac.Index) (authorizer.Chain, error) {
 			chain = append(chain, authorizer.RBAC(a, index))
 		case ModeRego:
 			chain = append(chain, s.policies.Mode())
-			if dir := s.cfg.policyDir; dir != "" {
+			if s.cfg.policyDir != "" {
+				dir := policy.NewDir(s.policies, s.cfg.policyDir)
+				if err := dir.Load(context.Background()); err != nil {
+					return nil, fmt.Errorf("load --authorization-policy-dir: %w", err)
+				}
 				s.tasks = append(s.tasks, task{name: "policy directory", run: func(ctx context.Context) error {
-					return s.policies.WatchDir(ctx, dir, policy.PollInterval)
+					return dir.Run(ctx, policy.PollInterval)
 				}})
 			}
 		case ModeWebhook:
@@ -215,12 +219,6 @@ func (s *Server) Run(ctx context.Context) error {
 	defer func() {
 		stopWork()
 		work.Wait()
-		// Replies of the reviews answered during the drain are sent
-		// before the connection closes.
-		s.reviews.inflight.Wait()
-		if err := s.nats.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			s.log.Warn("flush NATS", "err", err)
-		}
 		s.nats.Close()
 	}()
 
@@ -263,6 +261,12 @@ func (s *Server) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.shutdownTimeout)
 	defer cancel()
 	s.waitDrained(shutdownCtx, subs)
+	// Replies of the reviews delivered before the drain are sent before
+	// the connection closes.
+	s.reviews.inflight.wait(shutdownCtx)
+	if err := s.nats.FlushWithContext(shutdownCtx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("flush NATS", "err", err)
+	}
 	if err := s.http.Shutdown(shutdownCtx); err != nil {
 		s.log.Warn("requests still in flight at the shutdown timeout", "err", err)
 		_ = s.http.Close()
