@@ -91,8 +91,14 @@ func (e *Admission) Validate(ctx context.Context, a *rest.Attributes) error {
 
 func (e *Admission) checkRole(ctx context.Context, a *rest.Attributes, rules []rbacv1.PolicyRule, aggregation *rbacv1.AggregationRule) error {
 	gr := a.Resource.GroupResource()
+	// Kube asks with the name the request's URL carries: none on a
+	// create, so escalate limited to resourceNames does not cover one.
+	name := a.Name
+	if a.Operation == rest.Create {
+		name = ""
+	}
 	if e.allowed(ctx, a.User, &authorizationv1.ResourceAttributes{
-		Verb: "escalate", Group: a.Resource.Group, Version: "*", Resource: a.Resource.Resource, Name: a.Name, Namespace: a.Namespace,
+		Verb: "escalate", Group: a.Resource.Group, Version: "*", Resource: a.Resource.Resource, Name: name, Namespace: a.Namespace,
 	}) {
 		return nil
 	}

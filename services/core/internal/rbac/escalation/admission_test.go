@@ -50,7 +50,9 @@ func serveAuthz(t *testing.T, c *coretest.Cluster, allowed ...permission) {
 func TestEscalation(t *testing.T) {
 	c := coretest.Start(t, coretest.Options{NATS: true})
 	serveAuthz(t, c,
-		permission{"carol", "escalate", "clusterroles", "wide"},
+		// A create names no object: escalate on any cluster role.
+		permission{"carol", "escalate", "clusterroles", ""},
+		permission{"bob", "escalate", "roles", "open"},
 		permission{"dave", "bind", "clusterroles", "secret-reader"},
 	)
 	ctx := context.Background()
@@ -127,6 +129,19 @@ func TestEscalation(t *testing.T) {
 			_, err = bob.RbacV1().Roles("ns1").Update(ctx, r, metav1.UpdateOptions{})
 			return err
 		}, message: `roles.rbac.authorization.k8s.io "cm-reader" is forbidden: ` + notHeld + `{APIGroups:[""], Resources:["configmaps"], Verbs:["delete"]}`},
+		{name: "escalate verb on one role", write: func() error {
+			r, err := bob.RbacV1().Roles("ns1").Create(ctx, role("open", rule([]string{"get"}, "configmaps")), metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			r.Rules = append(r.Rules, rule([]string{"list"}, "secrets"))
+			_, err = bob.RbacV1().Roles("ns1").Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		}},
+		{name: "escalate verb on one role does not cover creates", write: func() error {
+			_, err := bob.RbacV1().Roles("ns1").Create(ctx, role("open-2", rule([]string{"list"}, "secrets")), metav1.CreateOptions{})
+			return err
+		}, message: `roles.rbac.authorization.k8s.io "open-2" is forbidden: ` + notHeld + `{APIGroups:[""], Resources:["secrets"], Verbs:["list"]}`},
 		{name: "binding of held role", write: func() error {
 			_, err := bob.RbacV1().RoleBindings("ns1").Create(ctx, binding("cm", "Role", "cm-reader"), metav1.CreateOptions{})
 			return err
