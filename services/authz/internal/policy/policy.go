@@ -13,6 +13,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/prometheus/client_golang/prometheus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -142,6 +143,9 @@ type Authorizer struct {
 	// changed is told which source changed once its modules are in force.
 	changed func(reason string)
 
+	reloads    *prometheus.CounterVec
+	registerer prometheus.Registerer
+
 	// mu serialises updates; decisions read current without it.
 	mu      sync.Mutex
 	sources map[string]map[string]string
@@ -163,6 +167,9 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authorizer) { a.log = l 
 // is in force.
 func WithOnChange(f func(reason string)) Option { return func(a *Authorizer) { a.changed = f } }
 
+// WithRegisterer registers the reload metrics with reg.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(a *Authorizer) { a.registerer = reg } }
+
 // New returns the Rego mode with no policies; namespaces resolves
 // input.namespace.
 func New(ctx context.Context, namespaces Namespaces, opts ...Option) (*Authorizer, error) {
@@ -171,9 +178,18 @@ func New(ctx context.Context, namespaces Namespaces, opts ...Option) (*Authorize
 		log:        slog.New(slog.DiscardHandler),
 		changed:    func(string) {},
 		sources:    map[string]map[string]string{},
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kplane", Subsystem: "authz", Name: "policy_reloads_total",
+			Help: "Changes of the Rego policies, by result: success (in force) or failure (did not compile; the last good set stays).",
+		}, []string{"result"}),
 	}
 	for _, o := range opts {
 		o(a)
+	}
+	if a.registerer != nil {
+		if err := a.registerer.Register(a.reloads); err != nil {
+			return nil, fmt.Errorf("register policy metrics: %w", err)
+		}
 	}
 	empty, err := Compile(ctx, nil)
 	if err != nil {
@@ -206,10 +222,12 @@ func (a *Authorizer) SetSource(ctx context.Context, source string, modules map[s
 	}
 	set, err := Compile(ctx, all)
 	if err != nil {
+		a.reloads.WithLabelValues("failure").Inc()
 		a.log.Error("Rego policies do not compile; the last good set stays in force", "source", source, "err", err)
 		return fmt.Errorf("compile Rego policies: %w", err)
 	}
 	a.current.Store(set)
+	a.reloads.WithLabelValues("success").Inc()
 	a.log.Info("Rego policies in force", "source", source, "modules", set.modules)
 	a.changed("policy/" + source)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -126,6 +127,19 @@ func TestAccessReviewOverNATS(t *testing.T) {
 			authorizationv1.SubjectAccessReviewStatus{Reason: `RBAC: role.rbac.authorization.k8s.io "gone" not found`}, 0},
 		{"neither kind of attributes", &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice"}}, authorizationv1.SubjectAccessReviewStatus{}, http.StatusBadRequest},
 	}
+	t.Cleanup(func() {
+		// Deleting the binding takes the permission away again.
+		if err := c.RbacV1().ClusterRoleBindings().Delete(context.Background(), "pod-reader", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "binding deleted", func() error {
+			got, err := ask(t, e, resourceSAR("alice", nil, "get", "", "pods", "ns", "p"))
+			if err != nil {
+				return err
+			}
+			return statusErr(got, authorizationv1.SubjectAccessReviewStatus{})
+		})
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ask(t, e, tc.sar)
@@ -184,7 +198,7 @@ func TestRegoDenyOverridesRBAC(t *testing.T) {
 	}
 	o := e.options()
 	o.PolicyDir = dir
-	start(t, o)
+	r := start(t, o)
 	c := e.api.client
 	grantClusterRole(t, c, "admin", []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}}, alice)
 	create(t, c.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"protected": "true"}}})
@@ -230,6 +244,57 @@ deny contains "secrets are off limits" if input.resourceAttributes.resource == "
 	}
 	if err := statusErr(got, allowedByAdmin); err != nil {
 		t.Errorf("an unlabelled ConfigMap's policy is in force: %v", err)
+	}
+
+	// A broken edit of the ConfigMap keeps the last good set: secrets
+	// stay denied and nothing else is.
+	cm, err := c.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "no-secrets", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["broken.rego"] = "package kplane.authz.broken\ndeny contains \"pods too\" if {"
+	if _, err := c.CoreV1().ConfigMaps("kube-system").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "broken ConfigMap read", func() error {
+		if n := reloads(t, r, "failure"); n != 1 {
+			return fmt.Errorf("%v failed reloads, want 1", n)
+		}
+		return nil
+	})
+	eventually(t, "policy namespace label removed", func() error {
+		// The namespace's labels reach the policies' input: unlabelled,
+		// prod may be deleted.
+		ns, err := c.CoreV1().Namespaces().Get(context.Background(), "prod", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ns.Labels["protected"] == "true" {
+			delete(ns.Labels, "protected")
+			if _, err := c.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		got, err := ask(t, e, resourceSAR("alice", nil, "delete", "", "namespaces", "", "prod"))
+		if err != nil {
+			return err
+		}
+		return statusErr(got, allowedByAdmin)
+	})
+	for _, tc := range []struct {
+		res  string
+		want authorizationv1.SubjectAccessReviewStatus
+	}{
+		{"secrets", authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: "secrets are off limits"}},
+		{"pods", allowedByAdmin},
+	} {
+		got, err := ask(t, e, resourceSAR("alice", nil, "get", "", tc.res, "scratch", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := statusErr(got, tc.want); err != nil {
+			t.Errorf("after a broken ConfigMap edit, %s: %v", tc.res, err)
+		}
 	}
 }
 
@@ -397,4 +462,26 @@ func TestWebhookHTTPS(t *testing.T) {
 			t.Errorf("/metrics has no allow decisions:\n%s", data)
 		}
 	}
+}
+
+// reloads is the count of policy reloads with result.
+func reloads(t testing.TB, r *replica, result string) float64 {
+	t.Helper()
+	families, err := r.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "kplane_authz_policy_reloads_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
