@@ -168,7 +168,9 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authorizer) { a.log = l 
 func WithOnChange(f func(reason string)) Option { return func(a *Authorizer) { a.changed = f } }
 
 // WithRegisterer registers the reload metrics with reg.
-func WithRegisterer(reg prometheus.Registerer) Option { return func(a *Authorizer) { a.registerer = reg } }
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(a *Authorizer) { a.registerer = reg }
+}
 
 // New returns the Rego mode with no policies; namespaces resolves
 // input.namespace.
