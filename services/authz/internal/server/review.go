@@ -136,9 +136,10 @@ func (r *reviewer) rulesReview(ctx context.Context, payload []byte) ([]byte, err
 	if err := json.Unmarshal(payload, &review); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode RulesReview: %v", err))
 	}
-	if review.Namespace == "" {
-		return nil, apierrors.NewBadRequest("no namespace on request")
-	}
+	// An empty namespace asks for the rules granted cluster-wide, as
+	// kube's RulesFor(user, "") does: core's RBAC escalation checks of
+	// ClusterRoles and ClusterRoleBindings ask it. The API's own rule that
+	// a SelfSubjectRulesReview names a namespace is core's to enforce.
 	rules, err := r.chain.RulesFor(ctx, &review)
 	status := authorizationv1.SubjectRulesReviewStatus{
 		ResourceRules:    rules.Resource,

@@ -182,6 +182,16 @@ func TestRulesReviewOverNATS(t *testing.T) {
 		}
 		return nil
 	})
+	// No namespace: only what ClusterRoleBindings grant, as core's RBAC
+	// escalation checks of cluster roles need.
+	var cluster authorizationv1.SubjectRulesReviewStatus
+	if err := natsrpc.RequestJSON(context.Background(), e.conn(t), authz.SubjectRulesReview, &authz.RulesReview{User: "alice"}, &cluster); err != nil {
+		t.Fatal(err)
+	}
+	wantCluster := authorizationv1.SubjectRulesReviewStatus{ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: want.NonResourceRules}
+	if diff := cmp.Diff(wantCluster, cluster); diff != "" {
+		t.Errorf("cluster-wide rules (-want +got):\n%s", diff)
+	}
 }
 
 // TestRegoDenyOverridesRBAC loads the shipped policy from a directory and
