@@ -152,6 +152,8 @@ func testDiscovery(t *testing.T, sys *harness.System) {
 		want := []string{
 			"admissionregistration.k8s.io/v1",
 			"apiregistration.k8s.io/v1",
+			"authentication.k8s.io/v1",
+			"authorization.k8s.io/v1",
 			"coordination.k8s.io/v1",
 			"events.k8s.io/v1",
 			"rbac.authorization.k8s.io/v1",
@@ -187,6 +189,12 @@ func testDiscovery(t *testing.T, sys *harness.System) {
 			"leases coordination.k8s.io/v1 true Lease",
 			"apiservices apiregistration.k8s.io/v1 false APIService",
 			"validatingwebhookconfigurations admissionregistration.k8s.io/v1 false ValidatingWebhookConfiguration",
+			"selfsubjectreviews authentication.k8s.io/v1 false SelfSubjectReview",
+			"tokenreviews authentication.k8s.io/v1 false TokenReview",
+			"localsubjectaccessreviews authorization.k8s.io/v1 true LocalSubjectAccessReview",
+			"selfsubjectaccessreviews authorization.k8s.io/v1 false SelfSubjectAccessReview",
+			"selfsubjectrulesreviews authorization.k8s.io/v1 false SelfSubjectRulesReview",
+			"subjectaccessreviews authorization.k8s.io/v1 false SubjectAccessReview",
 		} {
 			f := strings.Fields(want)
 			if got := rows[f[0]+" "+f[len(f)-3]]; got != want {
