@@ -146,6 +146,7 @@ func TestAuth(t *testing.T) {
 			t.Errorf("robot as jane: %v\n%s\nwant\n%s", err, errOut, want)
 		}
 	})
+	t.Run("issuer documents verify the token", func(t *testing.T) { testIssuer(t, sys, token) })
 	t.Run("rego policy denies what rbac allows", func(t *testing.T) { testRegoDeny(t, sys, token, ns, robot) })
 }
 
@@ -180,6 +181,82 @@ func testAnonymous(t *testing.T, sys *harness.System) {
 	_ = json.Unmarshal([]byte(body), &status)
 	if code != http.StatusForbidden || status.Reason != "Forbidden" || status.Message != `forbidden: User "system:anonymous" cannot get path "/api"` {
 		t.Errorf("anonymous GET /api = %d %s, want kube's 403", code, body)
+	}
+}
+
+// testIssuer reads the service account issuer's discovery document and
+// key set through the gateway, as a service account (kube's
+// system:service-account-issuer-discovery binding), and checks the token's
+// signature with nothing else: what an outside system does to trust
+// kplane's tokens.
+func testIssuer(t *testing.T, sys *harness.System, token string) {
+	cs := clientset(t, sys.TokenConfig(token))
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("discovery document: %v", err)
+	}
+	var discovery struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.Unmarshal(raw, &discovery); err != nil {
+		t.Fatal(err)
+	}
+	if discovery.Issuer != "https://kubernetes.default.svc.cluster.local" || discovery.JWKSURI != discovery.Issuer+"/openid/v1/jwks" {
+		t.Errorf("discovery document = %s", raw)
+	}
+	raw, err = cs.CoreV1().RESTClient().Get().AbsPath("/openid/v1/jwks").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("key set: %v", err)
+	}
+	var set struct {
+		Keys []struct{ Kid, Kty, N, E string } `json:"keys"`
+	}
+	if err := json.Unmarshal(raw, &set); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token has %d parts", len(parts))
+	}
+	var header struct{ Alg, Kid string }
+	var claims struct{ Iss string }
+	decodeSegment(t, parts[0], &header)
+	decodeSegment(t, parts[1], &claims)
+	if header.Alg != "RS256" || claims.Iss != discovery.Issuer {
+		t.Fatalf("token header %+v, issuer %q", header, claims.Iss)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	for _, k := range set.Keys {
+		if k.Kid != header.Kid || k.Kty != "RSA" {
+			continue
+		}
+		n, errN := base64.RawURLEncoding.DecodeString(k.N)
+		e, errE := base64.RawURLEncoding.DecodeString(k.E)
+		if errN != nil || errE != nil {
+			t.Fatalf("key %s: %v %v", k.Kid, errN, errE)
+		}
+		pub := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+		if err := rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig); err != nil {
+			t.Fatalf("the token does not verify with key %s: %v", k.Kid, err)
+		}
+		return
+	}
+	t.Fatalf("no key %q in the key set %s", header.Kid, raw)
+}
+
+func decodeSegment(t *testing.T, segment string, into any) {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatal(err)
 	}
 }
 
