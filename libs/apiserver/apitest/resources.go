@@ -2,11 +2,14 @@ package apitest
 
 import (
 	"fmt"
+	"strings"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/objects"
@@ -78,4 +81,29 @@ func dataCount(obj runtime.Object) (any, error) {
 		return nil, fmt.Errorf("not a configmap: %T", obj)
 	}
 	return int64(len(cm.Data) + len(cm.BinaryData)), nil
+}
+
+// Typed declares a kind of k8s.io/api as a plain kube-apiserver serves it:
+// its typed codec, its built-in OpenAPI schema, its lowercase kind as the
+// singular name, and nothing else (no strategy, columns or subresources,
+// which a caller adds to the returned resource when a test needs them).
+func Typed(t testing.TB, gvr schema.GroupVersionResource, kind string, namespaced bool) *resource.Resource {
+	t.Helper()
+	gvk := gvr.GroupVersion().WithKind(kind)
+	objs, err := objects.NewTyped(scheme.Scheme, gvk, kind+"List")
+	if err != nil {
+		t.Fatalf("declare %s: %v", gvr, err)
+	}
+	s, err := builtin.Schema(gvk)
+	if err != nil {
+		t.Fatalf("schema of %s: %v", gvk, err)
+	}
+	return &resource.Resource{
+		GroupVersionResource: gvr,
+		Kind:                 kind,
+		Singular:             strings.ToLower(kind),
+		Namespaced:           namespaced,
+		Schema:               s,
+		Objects:              objs,
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
+	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/natstest"
 	"kplane.dev/libs/pki"
@@ -31,9 +32,11 @@ import (
 type env struct {
 	nats *natstest.Server
 	nc   *nats.Conn
-	api  *apifixture.Server
-	dir  string
-	ca   *pki.Cert
+	api  *apitest.Server
+	// kubeconfig names api, when there is one.
+	kubeconfig string
+	dir        string
+	ca         *pki.Cert
 	// client is a client certificate of the CA, for webhook callers.
 	client   tls.Certificate
 	caPool   *x509.CertPool
@@ -52,6 +55,7 @@ func newEnv(t testing.TB, withAPI bool) *env {
 	e.nc = e.nats.Connect(t)
 	if withAPI {
 		e.api = apifixture.Start(t)
+		e.kubeconfig = e.api.Kubeconfig(t)
 	}
 	d := pki.Dir{Path: filepath.Join(e.dir, "pki")}
 	var err error
@@ -99,7 +103,7 @@ func (e *env) options() *Options {
 	o.ServiceAccountSigningKeyFile = e.keyFile
 	o.ShutdownTimeout = 5 * time.Second
 	if e.api != nil {
-		o.Kubeconfig = e.api.Kubeconfig
+		o.Kubeconfig = e.kubeconfig
 	} else {
 		o.ServiceAccountLookup, o.EnableBootstrapTokenAuth = false, false
 	}
@@ -127,22 +131,7 @@ func start(t testing.TB, o *Options, change func(*Config)) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run authn: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	r := &replica{Server: s, stop: stop}
+	r := &replica{Server: s, stop: apitest.Run(t, "authn", s.Run)}
 	pool, err := pki.LoadPool(o.ClientCAFile)
 	if err != nil {
 		t.Fatal(err)

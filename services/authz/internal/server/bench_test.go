@@ -27,7 +27,7 @@ func BenchmarkAccessReviewNATS(b *testing.B) {
 	const clusterBindings, namespacedBindings, namespaces = 2000, 8000, 1000
 	e := newEnv(b)
 	start(b, e.options())
-	c := e.api.client
+	c := e.api.Client
 	ctx := context.Background()
 	view := []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "configmaps"}}}
 	create(b, c.RbacV1().ClusterRoles().Create, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "view"}, Rules: view})

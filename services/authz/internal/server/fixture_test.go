@@ -1,11 +1,8 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,101 +11,26 @@ import (
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/apiserver/resource"
-	apiserver "kplane.dev/libs/apiserver/server"
-	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/natstest"
 	"kplane.dev/libs/pki"
 )
 
-// api is a kube-compatible API server built from kplane's generic API
-// layer over a real etcd, serving the kinds authz reads: what the gateway
-// serves authz, minus the gateway.
-type api struct {
-	config     *restclient.Config
-	client     kubernetes.Interface
-	kubeconfig string
-}
-
-func startAPI(t testing.TB) *api {
+// startAPI serves the kinds authz reads from libs' apitest server: what
+// the gateway serves authz, minus the gateway.
+func startAPI(t testing.TB) *apitest.Server {
 	t.Helper()
-	etcd := etcdtest.Start(t)
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := rbacv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kinds := []struct {
-		gv                       schema.GroupVersion
-		resource, kind, singular string
-		namespaced               bool
-	}{
-		{corev1.SchemeGroupVersion, "namespaces", "Namespace", "namespace", false},
-		{corev1.SchemeGroupVersion, "configmaps", "ConfigMap", "configmap", true},
-		{rbacv1.SchemeGroupVersion, "roles", "Role", "role", true},
-		{rbacv1.SchemeGroupVersion, "rolebindings", "RoleBinding", "rolebinding", true},
-		{rbacv1.SchemeGroupVersion, "clusterroles", "ClusterRole", "clusterrole", false},
-		{rbacv1.SchemeGroupVersion, "clusterrolebindings", "ClusterRoleBinding", "clusterrolebinding", false},
-	}
-	var res []*resource.Resource
-	for _, k := range kinds {
-		objs, err := objects.NewTyped(scheme, k.gv.WithKind(k.kind), k.kind+"List")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res = append(res, &resource.Resource{
-			GroupVersionResource: k.gv.WithResource(k.resource),
-			Kind:                 k.kind, Singular: k.singular, Namespaced: k.namespaced, Objects: objs,
-		})
-	}
-	opts := apiserver.Options{
-		Resources: res,
-		Stores:    apiserver.CachedEtcdStores(etcd.Client(t), "/kplane", nil),
-		Logger:    slog.New(slog.DiscardHandler),
-	}
-	cfg, err := opts.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := apiserver.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run API server: %v", err)
-		}
-		hs.Close()
-	})
-	a := &api{config: &restclient.Config{Host: hs.URL, QPS: -1}}
-	if a.client, err = kubernetes.NewForConfig(a.config); err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["api"] = &clientcmdapi.Cluster{Server: hs.URL}
-	kc.AuthInfos["authz"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["api"] = &clientcmdapi.Context{Cluster: "api", AuthInfo: "authz"}
-	kc.CurrentContext = "api"
-	a.kubeconfig = filepath.Join(t.TempDir(), "authz.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, a.kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	v1, rbac := corev1.SchemeGroupVersion, rbacv1.SchemeGroupVersion
+	return apitest.Start(t, apitest.Options{Resources: []*resource.Resource{
+		apitest.Typed(t, v1.WithResource("namespaces"), "Namespace", false),
+		apitest.Typed(t, v1.WithResource("configmaps"), "ConfigMap", true),
+		apitest.Typed(t, rbac.WithResource("roles"), "Role", true),
+		apitest.Typed(t, rbac.WithResource("rolebindings"), "RoleBinding", true),
+		apitest.Typed(t, rbac.WithResource("clusterroles"), "ClusterRole", false),
+		apitest.Typed(t, rbac.WithResource("clusterrolebindings"), "ClusterRoleBinding", false),
+	}})
 }
 
 // certs are the PKI of a test: a CA that signs authz's serving certificate
@@ -151,14 +73,17 @@ func newCerts(t testing.TB) *certs {
 
 // env is what replicas of authz share: NATS, the API and the PKI.
 type env struct {
-	nats  *natstest.Server
-	api   *api
-	certs *certs
+	nats *natstest.Server
+	api  *apitest.Server
+	// kubeconfig names api.
+	kubeconfig string
+	certs      *certs
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	return &env{nats: natstest.Start(t), api: startAPI(t), certs: newCerts(t)}
+	api := startAPI(t)
+	return &env{nats: natstest.Start(t), api: api, kubeconfig: api.Kubeconfig(t), certs: newCerts(t)}
 }
 
 // options are a replica's flags in e.
@@ -167,7 +92,7 @@ func (e *env) options() *Options {
 	o.ListenAddress = "127.0.0.1:0"
 	o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile = e.certs.certFile, e.certs.keyFile, e.certs.caFile
 	o.NATS.URL = e.nats.URL
-	o.Kubeconfig = e.api.kubeconfig
+	o.Kubeconfig = e.kubeconfig
 	o.ShutdownTimeout = 10 * time.Second
 	return o
 }
@@ -182,7 +107,7 @@ type replica struct {
 // waits until it is ready.
 func start(t testing.TB, o *Options) *replica {
 	t.Helper()
-	cfg, err := o.Config(testWriter{t})
+	cfg, err := o.Config(apitest.LogWriter{T: t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,21 +115,7 @@ func start(t testing.TB, o *Options) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	stopped := false
-	r := &replica{Server: s, stop: func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run authz: %v", err)
-		}
-	}}
-	t.Cleanup(r.stop)
+	r := &replica{Server: s, stop: apitest.Run(t, "authz", s.Run)}
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.feed.HasSynced() || !s.nats.IsConnected() {
 		if time.Now().After(deadline) {
@@ -228,11 +139,3 @@ func (e *env) httpsClient(cert *pki.Cert) *http.Client {
 
 // conn is a NATS connection of a client, such as the gateway.
 func (e *env) conn(t testing.TB) *nats.Conn { return e.nats.Connect(t) }
-
-// testWriter sends the server's log to the test's.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
-}

@@ -98,7 +98,7 @@ func (e *diffError) Error() string { return "status (-want +got):\n" + e.diff }
 func TestAccessReviewOverNATS(t *testing.T) {
 	e := newEnv(t)
 	start(t, e.options())
-	c := e.api.client
+	c := e.api.Client
 	grantClusterRole(t, c, "pod-reader", []rbacv1.PolicyRule{{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
 	create(t, c.RbacV1().RoleBindings("team").Create, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "missing"},
@@ -162,7 +162,7 @@ func TestAccessReviewOverNATS(t *testing.T) {
 func TestRulesReviewOverNATS(t *testing.T) {
 	e := newEnv(t)
 	start(t, e.options())
-	c := e.api.client
+	c := e.api.Client
 	grantClusterRole(t, c, "health", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}}, alice)
 	create(t, c.RbacV1().Roles("team").Create, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cm"},
 		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"a"}}}})
@@ -209,7 +209,7 @@ func TestRegoDenyOverridesRBAC(t *testing.T) {
 	o := e.options()
 	o.PolicyDir = dir
 	r := start(t, o)
-	c := e.api.client
+	c := e.api.Client
 	grantClusterRole(t, c, "admin", []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}}, alice)
 	create(t, c.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"protected": "true"}}})
 	create(t, c.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}})
@@ -324,7 +324,7 @@ func TestInvalidation(t *testing.T) {
 		}
 	}
 	changed := time.Now()
-	grantClusterRole(t, e.api.client, "late", nil, alice)
+	grantClusterRole(t, e.api.Client, "late", nil, alice)
 	m, err := sub.NextMsg(time.Second)
 	if err != nil {
 		t.Fatalf("no invalidation within 1s of the change: %v", err)
@@ -347,7 +347,7 @@ func TestReplicas(t *testing.T) {
 	for range 3 {
 		replicas = append(replicas, start(t, e.options()))
 	}
-	grantClusterRole(t, e.api.client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	grantClusterRole(t, e.api.Client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
 	sar := resourceSAR("alice", nil, "get", "", "pods", "ns", "p")
 	// Every replica has seen the binding once three answers in a row
 	// allow; NATS spreads them.
@@ -394,7 +394,7 @@ func TestReplicas(t *testing.T) {
 func TestWebhookHTTPS(t *testing.T) {
 	e := newEnv(t)
 	r := start(t, e.options())
-	grantClusterRole(t, e.api.client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	grantClusterRole(t, e.api.Client, "reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
 	other, err := pki.NewCA("other", time.Now())
 	if err != nil {
 		t.Fatal(err)

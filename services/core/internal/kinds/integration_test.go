@@ -2,7 +2,6 @@ package kinds_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -21,8 +20,8 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
+	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/apiserver/server"
-	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage/cacher"
 	"kplane.dev/services/core/internal/kinds"
 )
@@ -37,33 +36,18 @@ const ns = "it"
 // watch caches, and returns a client config for it.
 func serve(t *testing.T) *restclient.Config {
 	t.Helper()
-	etcd := etcdtest.Start(t, etcdtest.WithProgressNotifyInterval(100*time.Millisecond))
 	resources, err := kinds.Resources(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := server.CachedEtcdStores(etcd.Client(t), "/"+t.Name(), nil, cacher.WithBookmarkInterval(100*time.Millisecond))
-	opts := server.Options{Resources: resources, Stores: kinds.Stores(base)}
-	cfg, err := opts.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run server: %v", err)
-		}
-	})
-	return &restclient.Config{Host: hs.URL, QPS: -1}
+	return apitest.Start(t, apitest.Options{
+		Resources: resources,
+		Cacher:    []cacher.Option{cacher.WithBookmarkInterval(100 * time.Millisecond)},
+		Configure: func(o *server.Options) error {
+			o.Stores = kinds.Stores(o.Stores)
+			return nil
+		},
+	}).Config
 }
 
 // typedClient is what every typed client-go client of one kind offers.

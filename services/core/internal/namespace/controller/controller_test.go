@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/services/core/internal/apiclient"
 	"kplane.dev/services/core/internal/namespace/controller"
 )
@@ -56,7 +57,7 @@ func TestEnsureSystemNamespacesFromSeveralReplicas(t *testing.T) {
 
 func TestDefaultServiceAccount(t *testing.T) {
 	c := startServer(t)
-	runController(t, controller.NewServiceAccounts(c))
+	apitest.Run(t, "serviceaccounts controller", controller.NewServiceAccounts(c).Run)
 	ctx := context.Background()
 	newNamespace(t, c, "team")
 	var uid types.UID
@@ -138,8 +139,8 @@ func TestNamespaceDeletionEmptiesTheNamespace(t *testing.T) {
 
 	// The deleter starts after the delete, as after a restart: it finds
 	// the namespace from its informer's initial list.
-	runController(t, controller.NewNamespaceDeleter(c, controller.WithDeleterBackoff(20*time.Millisecond, 200*time.Millisecond)))
-	runController(t, controller.NewServiceAccounts(c))
+	apitest.Run(t, "namespace deleter", controller.NewNamespaceDeleter(c, controller.WithDeleterBackoff(20*time.Millisecond, 200*time.Millisecond)).Run)
+	apitest.Run(t, "serviceaccounts controller", controller.NewServiceAccounts(c).Run)
 	eventually(t, "content deleted but the held widget", func() (bool, string) {
 		ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
 		if err != nil {
