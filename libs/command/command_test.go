@@ -67,8 +67,17 @@ func TestLogFormat(t *testing.T) {
 	if err := command.ValidateLogFormat("xml"); err == nil || err.Error() != `--log-format: want json or text, got "xml"` {
 		t.Errorf("xml: %v", err)
 	}
+	format := command.DefaultLogFormat
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	command.AddLogFormatFlag(fs, &format)
+	if f := fs.Lookup("log-format"); f == nil || f.DefValue != "text" {
+		t.Fatalf("--log-format = %+v, want a flag that defaults to text", f)
+	}
+	if err := fs.Parse([]string{"--log-format=json"}); err != nil || format != "json" {
+		t.Fatalf("parsed %q, %v; want json", format, err)
+	}
 	var out bytes.Buffer
-	command.NewLogger("json", &out).Info("hello")
+	command.NewLogger(format, &out).Info("hello")
 	if !strings.HasPrefix(out.String(), "{") {
 		t.Errorf("json logger wrote %q", out.String())
 	}

@@ -4,7 +4,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+
+	"github.com/spf13/pflag"
 )
+
+// DefaultLogFormat is the --log-format of every service: text, for a
+// terminal; containers ask for json.
+const DefaultLogFormat = "text"
+
+// AddLogFormatFlag binds --log-format to format; its value is the
+// default.
+func AddLogFormatFlag(fs *pflag.FlagSet, format *string) {
+	fs.StringVar(format, "log-format", *format, "log format: json or text")
+}
 
 // ValidateLogFormat checks a --log-format value: json or text.
 func ValidateLogFormat(format string) error {

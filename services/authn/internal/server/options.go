@@ -2,14 +2,12 @@ package server
 
 import (
 	"crypto"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -18,9 +16,9 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"kplane.dev/libs/command"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/serving"
 	"kplane.dev/services/authn/internal/authenticator"
 	"kplane.dev/services/authn/internal/authenticator/cache"
 	"kplane.dev/services/authn/internal/authenticator/oidc"
@@ -35,13 +33,17 @@ const DefaultIssuer = "https://kubernetes.default.svc.cluster.local"
 // maxTokenSeconds is kube's upper bound of a token's lifetime (2^32 s).
 const maxTokenSeconds = 1 << 32
 
+// service is how authn serves: the TokenReview webhook to callers with a
+// client certificate of --client-ca-file, health and metrics to anyone.
+var service = serving.Service{
+	Address:          "127.0.0.1:6450",
+	ClientCAHelp:     "PEM CA bundle; TokenReview webhook callers must present a client certificate it verifies",
+	ClientCARequired: "webhook callers are known by their client certificate",
+}
+
 // Options are the flags of the authn service.
 type Options struct {
-	ListenAddress     string
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	// ClientCAFile verifies the client certificates of webhook callers.
-	ClientCAFile string
+	serving.Options
 
 	NATS natsrpc.ConnOptions
 
@@ -63,8 +65,6 @@ type Options struct {
 	TokenWebhookConfigFile       string
 	TokenWebhookCacheTTL         time.Duration
 	OIDC                         OIDCOptions
-	ShutdownTimeout              time.Duration
-	LogFormat                    string
 }
 
 // OIDCOptions are kube's --oidc-* flags.
@@ -82,8 +82,8 @@ type OIDCOptions struct {
 
 // NewOptions returns the defaults, kube-apiserver's where it has the flag.
 func NewOptions() *Options {
-	return &Options{
-		ListenAddress:              "127.0.0.1:6445",
+	o := &Options{
+		Options:                    serving.NewOptions(service),
 		ServiceAccountIssuers:      []string{DefaultIssuer},
 		ServiceAccountExtendExpiry: true,
 		ServiceAccountLookup:       true,
@@ -95,17 +95,14 @@ func NewOptions() *Options {
 			UsernameClaim: oidc.DefaultUsernameClaim,
 			SigningAlgs:   []string{"RS256"},
 		},
-		ShutdownTimeout: 30 * time.Second,
-		LogFormat:       "text",
 	}
+	o.ShutdownTimeout = 30 * time.Second
+	return o
 }
 
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on (TokenReview webhook, health, metrics)")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
-	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle; TokenReview webhook callers must present a client certificate it verifies")
+	o.Options.AddFlags(fs)
 	gofs := flag.NewFlagSet("nats", flag.ContinueOnError)
 	o.NATS.AddFlags(gofs, "that TokenReviews and TokenRequests arrive on (required)")
 	fs.AddGoFlagSet(gofs)
@@ -132,23 +129,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OIDC.GroupsPrefix, "oidc-groups-prefix", o.OIDC.GroupsPrefix, "prefix of groups")
 	fs.StringArrayVar(&o.OIDC.RequiredClaims, "oidc-required-claim", o.OIDC.RequiredClaims, "key=value that an ID token must carry; repeatable")
 	fs.StringSliceVar(&o.OIDC.SigningAlgs, "oidc-signing-algs", o.OIDC.SigningAlgs, "accepted ID token signature algorithms")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
 }
 
 // Validate reports every problem with o.
 func (o *Options) Validate() []error {
-	var errs []error
+	errs := o.Options.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
-		add("--listen-address: %w", err)
-	}
-	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
-		add("--tls-cert-file and --tls-private-key-file are required")
-	}
-	if o.ClientCAFile == "" {
-		add("--client-ca-file is required: webhook callers are known by their client certificate")
-	}
 	errs = append(errs, o.NATS.Validate(true)...)
 	if o.Kubeconfig == "" && (o.ServiceAccountLookup || o.EnableBootstrapTokenAuth) {
 		add("--kubeconfig is required unless --service-account-lookup=false and --enable-bootstrap-token-auth=false")
@@ -189,12 +175,6 @@ func (o *Options) Validate() []error {
 	if _, err := requiredClaims(o.OIDC.RequiredClaims); err != nil {
 		errs = append(errs, err)
 	}
-	if o.ShutdownTimeout <= 0 {
-		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
-	}
-	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
-		errs = append(errs, err)
-	}
 	return errs
 }
 
@@ -213,10 +193,8 @@ func requiredClaims(kvs []string) (map[string]string, error) {
 // Config is what a Server is built from: validated options with the files
 // they name loaded.
 type Config struct {
-	listenAddress string
-	serving       tls.Certificate
-	clientCA      *x509.CertPool
-	nats          natsrpc.ConnOptions
+	serving *serving.Config
+	nats    natsrpc.ConnOptions
 	// api is nil when nothing needs the API.
 	api *restclient.Config
 
@@ -236,8 +214,7 @@ type Config struct {
 	webhookTTL             time.Duration
 	oidc                   *oidc.Authenticator
 
-	shutdownTimeout time.Duration
-	log             *slog.Logger
+	log *slog.Logger
 }
 
 // Config validates o, loads what it names, and returns the configuration of
@@ -246,8 +223,12 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
 	}
+	sc, err := o.Options.Config(logOut)
+	if err != nil {
+		return nil, err
+	}
 	c := &Config{
-		listenAddress:    o.ListenAddress,
+		serving:          sc,
 		nats:             o.NATS,
 		issuers:          append([]string(nil), o.ServiceAccountIssuers...),
 		apiAuds:          authenticator.Audiences(o.APIAudiences),
@@ -257,18 +238,10 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		successTTL:       o.TokenCacheSuccessTTL,
 		failureTTL:       o.TokenCacheFailureTTL,
 		webhookTTL:       o.TokenWebhookCacheTTL,
-		shutdownTimeout:  o.ShutdownTimeout,
-		log:              command.NewLogger(o.LogFormat, logOut),
+		log:              sc.Log,
 	}
 	if len(c.apiAuds) == 0 {
 		c.apiAuds = authenticator.Audiences(c.issuers)
-	}
-	var err error
-	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
-		return nil, fmt.Errorf("load serving certificate: %w", err)
-	}
-	if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
-		return nil, fmt.Errorf("load --client-ca-file: %w", err)
 	}
 	if o.Kubeconfig != "" {
 		if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {

@@ -34,6 +34,8 @@ func TestValidate(t *testing.T) {
 		{name: "oidc without client id", change: func(o *Options) { o.OIDC.IssuerURL = "https://issuer" }, want: "--oidc-client-id is required"},
 		{name: "required claim without value", change: func(o *Options) { o.OIDC.RequiredClaims = []string{"tenant"} }, want: "want key=value"},
 		{name: "log format", change: func(o *Options) { o.LogFormat = "xml" }, want: "--log-format"},
+		{name: "listen address", change: func(o *Options) { o.ListenAddress = "6450" }, want: "--listen-address"},
+		{name: "shutdown timeout", change: func(o *Options) { o.ShutdownTimeout = 0 }, want: "--shutdown-timeout: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,5 +54,13 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	o := NewOptions()
+	// 6450 is the launcher's port of authn, with room for replicas.
+	if o.ListenAddress != "127.0.0.1:6450" || o.ShutdownTimeout != 30*time.Second || o.ShutdownDelay != 0 || o.LogFormat != "text" {
+		t.Errorf("defaults %+v", o.Options)
 	}
 }

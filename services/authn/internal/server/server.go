@@ -22,6 +22,7 @@ import (
 
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/serving"
 	authnproto "kplane.dev/proto/authn"
 	"kplane.dev/services/authn/internal/authenticator"
 	"kplane.dev/services/authn/internal/authenticator/bootstrap"
@@ -48,6 +49,7 @@ type Server struct {
 
 	discovery, jwks []byte
 	nc              atomic.Pointer[nats.Conn]
+	shutdown        *serving.Shutdown
 }
 
 // New builds a Server from cfg and listens on its address.
@@ -78,21 +80,14 @@ func New(cfg *Config) (*Server, error) {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
-	s.http = &http.Server{
-		Handler:           s.handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{cfg.serving},
-			ClientCAs:    cfg.clientCA,
-			// Health and metrics are open; the review itself checks
-			// that a verified certificate was presented.
-			ClientAuth: tls.VerifyClientCertIfGiven,
-			MinVersion: tls.VersionTLS12,
-		},
-	}
-	if s.ln, err = net.Listen("tcp", cfg.listenAddress); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
+	s.shutdown = cfg.serving.NewShutdown(s.drainNATS)
+	s.http = cfg.serving.NewServer(s.handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	// Health and metrics are open; the webhook handler checks that a
+	// certificate was presented and reads its verified chains, which
+	// only a handshake that verifies them fills in.
+	s.http.TLSConfig.ClientAuth = tls.VerifyClientCertIfGiven
+	if s.ln, err = cfg.serving.Listen(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -146,7 +141,10 @@ func (s *Server) buildReviewer() (authenticator.Authenticator, error) {
 // Addr is where the HTTPS server listens.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Run serves until ctx ends, then drains NATS and shuts HTTPS down.
+// Run serves until ctx ends, then shuts down in order: readiness fails,
+// serving goes on for the shutdown delay, NATS drains, HTTPS requests in
+// flight finish. It returns an error when serving or shutting down
+// failed.
 func (s *Server) Run(ctx context.Context) error {
 	nc, err := s.cfg.nats.Connect("kplane-authn")
 	if err != nil {
@@ -179,33 +177,19 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.http.ServeTLS(s.ln, "", "") }()
-	s.log.Info("serving", "address", s.ln.Addr().String())
+	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+}
 
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve https: %w", err)
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down")
-	// Drain lets the replies in flight go out while NATS sends new
-	// requests to the other replicas.
+// drainNATS lets the replies in flight go out while NATS sends new
+// requests to the other replicas.
+func (s *Server) drainNATS(ctx context.Context) {
+	nc := s.nc.Load()
 	if err := nc.Drain(); err != nil {
 		s.log.Warn("drain nats", "err", err)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdownTimeout)
-	defer cancel()
-	for nc.IsDraining() && shutdownCtx.Err() == nil {
+	for nc.IsDraining() && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := s.http.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shut down https: %w", err)
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve https: %w", err)
-	}
-	return nil
 }
 
 // checks are what a replica needs to answer: NATS, and full informer
@@ -232,8 +216,9 @@ func (s *Server) handler(metricsHandler http.Handler) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	live := []healthz.Checker{healthz.Ping(), healthz.Log()}
-	ready := append(append([]healthz.Checker{}, live...), s.checks()...)
-	for name, checks := range map[string][]healthz.Checker{"healthz": ready, "livez": live, "readyz": ready} {
+	healthy := append(append([]healthz.Checker{}, live...), s.checks()...)
+	ready := append(append([]healthz.Checker{}, healthy...), s.shutdown.Check())
+	for name, checks := range map[string][]healthz.Checker{"healthz": healthy, "livez": live, "readyz": ready} {
 		h := echo.WrapHandler(healthz.Handler(name, checks...))
 		e.GET("/"+name, h)
 		e.GET("/"+name+"/*", h)

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	goflag "flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"time"
@@ -18,9 +16,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"kplane.dev/libs/command"
 	"kplane.dev/libs/natsrpc"
-	"kplane.dev/libs/pki"
+	"kplane.dev/libs/serving"
 	"kplane.dev/services/authz/internal/authorizer"
 )
 
@@ -35,13 +32,17 @@ const (
 
 var modes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeRBAC, ModeRego, ModeWebhook}
 
+// service is how authz serves: the webhook to callers with a client
+// certificate of --client-ca-file, health and metrics to anyone.
+var service = serving.Service{
+	Address:          "127.0.0.1:6460",
+	ClientCAHelp:     "PEM CA bundle that verifies the client certificates of webhook callers",
+	ClientCARequired: "without it no webhook caller can be trusted",
+}
+
 // Options are the flags of the authz service.
 type Options struct {
-	ListenAddress     string
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	// ClientCAFile verifies the client certificates of webhook callers.
-	ClientCAFile string
+	serving.Options
 
 	NATS natsrpc.ConnOptions
 	// Kubeconfig reaches the API (through the gateway) for the informers.
@@ -54,32 +55,23 @@ type Options struct {
 	WebhookVersion         string
 	WebhookAuthorizedTTL   time.Duration
 	WebhookUnauthorizedTTL time.Duration
-
-	ShutdownDelay   time.Duration
-	ShutdownTimeout time.Duration
-	LogFormat       string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		ListenAddress:          "127.0.0.1:6446",
+		Options:                serving.NewOptions(service),
 		AuthorizationModes:     []string{ModeRego, ModeRBAC},
 		PolicyNamespace:        "kube-system",
 		WebhookVersion:         "v1",
 		WebhookAuthorizedTTL:   authorizer.DefaultAuthorizedTTL,
 		WebhookUnauthorizedTTL: authorizer.DefaultUnauthorizedTTL,
-		ShutdownTimeout:        60 * time.Second,
-		LogFormat:              "text",
 	}
 }
 
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on (webhook, health, metrics)")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
-	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the client certificates of webhook callers")
+	o.Options.AddFlags(fs)
 	nats := goflag.NewFlagSet("nats", goflag.ContinueOnError)
 	o.NATS.AddFlags(nats, "the reviews are served on")
 	fs.AddGoFlagSet(nats)
@@ -91,24 +83,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebhookVersion, "authorization-webhook-version", o.WebhookVersion, "version of authorization.k8s.io SubjectAccessReview sent to the webhook: v1")
 	fs.DurationVar(&o.WebhookAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", o.WebhookAuthorizedTTL, "how long allowed webhook answers are cached")
 	fs.DurationVar(&o.WebhookUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", o.WebhookUnauthorizedTTL, "how long other webhook answers are cached")
-	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
 }
 
 // Validate reports every problem with o.
 func (o *Options) Validate() []error {
-	var errs []error
+	errs := o.Options.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
-		add("--listen-address: %w", err)
-	}
-	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
-		add("--tls-cert-file and --tls-private-key-file are required")
-	}
-	if o.ClientCAFile == "" {
-		add("--client-ca-file is required: without it no webhook caller can be trusted")
-	}
 	errs = append(errs, o.NATS.Validate(true)...)
 	if o.Kubeconfig == "" {
 		add("--kubeconfig is required: authz reads RBAC objects from the API")
@@ -145,24 +125,15 @@ func (o *Options) Validate() []error {
 			add("--authorization-policy-dir: %q is not a readable directory", o.PolicyDir)
 		}
 	}
-	if o.ShutdownDelay < 0 {
-		add("--shutdown-delay-duration: must not be negative, got %v", o.ShutdownDelay)
-	}
-	if o.ShutdownTimeout <= 0 {
-		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
-	}
-	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
-		errs = append(errs, err)
-	}
 	return errs
 }
 
 // Config is what a Server is built from: validated options with the files
 // they name loaded.
 type Config struct {
-	listenAddress string
-	serving       tls.Certificate
-	clientCA      *x509.CertPool
+	serving *serving.Config
+	// clientCA verifies webhook callers.
+	clientCA *x509.CertPool
 
 	nats natsrpc.ConnOptions
 	api  *restclient.Config
@@ -173,9 +144,7 @@ type Config struct {
 	webhook         *restclient.Config
 	webhookTTLs     [2]time.Duration
 
-	shutdownDelay   time.Duration
-	shutdownTimeout time.Duration
-	log             *slog.Logger
+	log *slog.Logger
 	// Registry is where the server's metrics are registered and what
 	// /metrics serves.
 	Registry *prometheus.Registry
@@ -187,24 +156,20 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
 	}
+	sc, err := o.Options.Config(logOut)
+	if err != nil {
+		return nil, err
+	}
 	c := &Config{
-		listenAddress:   o.ListenAddress,
+		serving:         sc,
+		clientCA:        sc.ClientCA,
 		nats:            o.NATS,
 		modes:           slices.Clone(o.AuthorizationModes),
 		policyDir:       o.PolicyDir,
 		policyNamespace: o.PolicyNamespace,
 		webhookTTLs:     [2]time.Duration{o.WebhookAuthorizedTTL, o.WebhookUnauthorizedTTL},
-		shutdownDelay:   o.ShutdownDelay,
-		shutdownTimeout: o.ShutdownTimeout,
-		log:             command.NewLogger(o.LogFormat, logOut),
+		log:             sc.Log,
 		Registry:        prometheus.NewRegistry(),
-	}
-	var err error
-	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
-		return nil, fmt.Errorf("load serving certificate: %w", err)
-	}
-	if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
-		return nil, fmt.Errorf("load --client-ca-file: %w", err)
 	}
 	if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
 		return nil, fmt.Errorf("load --kubeconfig: %w", err)

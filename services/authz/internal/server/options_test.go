@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -24,6 +25,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"missing policy dir", append(base, "--authorization-policy-dir=/does/not/exist"), []string{"not a readable directory"}},
 		{"log format", append(base, "--log-format=xml"), []string{"--log-format"}},
 		{"nats token and creds", append(base, "--nats-token=t", "--nats-creds=c"), []string{"exclusive"}},
+		{"negative shutdown delay", append(base, "--shutdown-delay-duration=-1s"), []string{"--shutdown-delay-duration: must not be negative"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,7 +54,8 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := NewOptions()
-	if o.ListenAddress != "127.0.0.1:6446" || strings.Join(o.AuthorizationModes, ",") != "Rego,RBAC" || o.PolicyNamespace != "kube-system" {
+	// 6460 is the launcher's port of authz, with room for replicas.
+	if o.ListenAddress != "127.0.0.1:6460" || o.ShutdownTimeout != 60*time.Second || strings.Join(o.AuthorizationModes, ",") != "Rego,RBAC" || o.PolicyNamespace != "kube-system" {
 		t.Errorf("defaults %+v", o)
 	}
 }

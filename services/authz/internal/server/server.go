@@ -2,14 +2,12 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +18,7 @@ import (
 
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/serving"
 	"kplane.dev/proto/authz"
 	"kplane.dev/services/authz/internal/authorizer"
 	"kplane.dev/services/authz/internal/feed"
@@ -49,8 +48,9 @@ type Server struct {
 	feed     *feed.Feed
 	policies *policy.Authorizer
 	tasks    []task
-
-	shuttingDown atomic.Bool
+	// subs are the reviews' NATS subscriptions, drained on shutdown.
+	subs     []*nats.Subscription
+	shutdown *serving.Shutdown
 }
 
 // New builds a replica from cfg: it connects to NATS (in the background:
@@ -68,10 +68,10 @@ func New(cfg *Config) (*Server, error) {
 		nc.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.listenAddress)
+	ln, err := cfg.serving.Listen()
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
+		return nil, err
 	}
 	s.ln = ln
 	return s, nil
@@ -104,20 +104,9 @@ func (s *Server) build() error {
 	if err := cfg.Registry.Register(prometheus.NewGoCollector()); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	s.http = &http.Server{
-		Handler: s.handler(),
-		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{cfg.serving},
-			// The webhook handler verifies the certificate, so that a
-			// wrong one is a 401 rather than a failed handshake and probes
-			// without one still reach the health checks.
-			ClientAuth: tls.RequestClientCert,
-		},
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	s.shutdown = cfg.serving.NewShutdown(s.drain)
+	// The webhook handler verifies client certificates.
+	s.http = cfg.serving.NewServer(s.handler())
 	return nil
 }
 
@@ -180,16 +169,10 @@ func (s *Server) handler() http.Handler {
 		}
 		return nil
 	})
-	shutdown := healthz.NamedCheck("shutdown", func(*http.Request) error {
-		if s.shuttingDown.Load() {
-			return errors.New("server is shutting down")
-		}
-		return nil
-	})
 	for endpoint, checks := range map[string][]healthz.Checker{
 		"healthz": {ping, healthz.Log(), informers, natsCheck},
 		"livez":   {ping, healthz.Log()},
-		"readyz":  {ping, healthz.Log(), informers, natsCheck, shutdown},
+		"readyz":  {ping, healthz.Log(), informers, natsCheck, s.shutdown.Check()},
 	} {
 		h := echo.WrapHandler(healthz.Handler(endpoint, checks...))
 		e.GET("/"+endpoint, h)
@@ -205,6 +188,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Run serves until ctx ends, then shuts down in order: readiness fails,
 // serving goes on for the shutdown delay, the NATS subscriptions drain,
 // HTTPS requests in flight finish, background work stops, NATS closes.
+// It returns an error when serving or shutting down failed.
 func (s *Server) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
@@ -222,7 +206,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.nats.Close()
 	}()
 
-	var subs []*nats.Subscription
 	for subject, h := range map[string]natsrpc.Handler{
 		authz.SubjectAccessReview: s.reviews.accessReview,
 		authz.SubjectRulesReview:  s.reviews.rulesReview,
@@ -232,51 +215,29 @@ func (s *Server) Run(ctx context.Context) error {
 			_ = s.ln.Close()
 			return err
 		}
-		subs = append(subs, sub)
+		s.subs = append(s.subs, sub)
 	}
+	s.log.Info("authorizing", "modes", s.cfg.modes)
+	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+}
 
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- s.http.ServeTLS(s.ln, "", "") }()
-	s.log.Info("serving", "address", s.ln.Addr().String(), "modes", s.cfg.modes)
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-serveDone:
-		serveErr = fmt.Errorf("serve HTTPS: %w", serveErr)
-	}
-	s.log.Info("shutting down")
-	s.shuttingDown.Store(true)
-	if serveErr == nil && s.cfg.shutdownDelay > 0 {
-		s.log.Info("serving unready until the shutdown delay passes", "delay", s.cfg.shutdownDelay)
-		time.Sleep(s.cfg.shutdownDelay)
-	}
-	for _, sub := range subs {
+// drain lets the reviews delivered before shutdown finish and their
+// replies go out, while NATS sends new ones to the other replicas.
+func (s *Server) drain(ctx context.Context) {
+	for _, sub := range s.subs {
 		// Drain stops new deliveries to this replica (the queue group
 		// sends them to the others) and lets the ones delivered finish.
 		if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Warn("drain subscription", "subject", sub.Subject, "err", err)
 		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.shutdownTimeout)
-	defer cancel()
-	s.waitDrained(shutdownCtx, subs)
+	s.waitDrained(ctx, s.subs)
 	// Replies of the reviews delivered before the drain are sent before
 	// the connection closes.
-	s.reviews.inflight.wait(shutdownCtx)
-	if err := s.nats.FlushWithContext(shutdownCtx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+	s.reviews.inflight.wait(ctx)
+	if err := s.nats.FlushWithContext(ctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		s.log.Warn("flush NATS", "err", err)
 	}
-	if err := s.http.Shutdown(shutdownCtx); err != nil {
-		s.log.Warn("requests still in flight at the shutdown timeout", "err", err)
-		_ = s.http.Close()
-	}
-	if serveErr == nil {
-		if err := <-serveDone; !errors.Is(err, http.ErrServerClosed) {
-			serveErr = fmt.Errorf("serve HTTPS: %w", err)
-		}
-	}
-	return serveErr
 }
 
 // waitDrained waits until the draining subscriptions have handed out every

@@ -2,12 +2,10 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -18,20 +16,24 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kplane.dev/libs/apiserver/frontproxy"
-	"kplane.dev/libs/command"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/serving"
 	"kplane.dev/libs/storage/compactor"
 )
 
+// service is how core serves: only the gateway, whose client certificate
+// --client-ca-file verifies, reaches it.
+var service = serving.Service{
+	Address:          "127.0.0.1:6444",
+	ClientCAHelp:     "PEM CA bundle that verifies the gateway's client certificate; only it may send identity headers",
+	ClientCARequired: "without it no request can be trusted",
+}
+
 // Options are the flags of the core-resource service.
 type Options struct {
-	ListenAddress string
+	serving.Options
 
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	// ClientCAFile verifies the gateway's client certificate.
-	ClientCAFile string
 	// RequestHeaderAllowedNames are the CNs the gateway's certificate may
 	// carry; empty accepts any certificate ClientCAFile verifies.
 	RequestHeaderAllowedNames []string
@@ -55,35 +57,25 @@ type Options struct {
 	APIKubeconfig string
 
 	CompactionInterval time.Duration
-	// ShutdownDelay keeps serving, unready, after shutdown begins, so
-	// load balancers stop sending before the listener closes.
-	ShutdownDelay   time.Duration
-	ShutdownTimeout time.Duration
-	LogFormat       string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		ListenAddress: "127.0.0.1:6444",
+		Options: serving.NewOptions(service),
 		// One cluster CA signs every client certificate, so trusting any
 		// of them would let any client speak for anyone.
 		RequestHeaderAllowedNames: []string{frontproxy.ClientName},
 		EtcdServers:               []string{"http://127.0.0.1:2379"},
 		EtcdPrefix:                "/kplane",
 		CompactionInterval:        compactor.DefaultInterval,
-		ShutdownTimeout:           60 * time.Second,
 		ReviewTimeout:             natsrpc.DefaultTimeout,
-		LogFormat:                 "text",
 	}
 }
 
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
-	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the gateway's client certificate; only it may send identity headers")
+	o.Options.AddFlags(fs)
 	fs.StringSliceVar(&o.RequestHeaderAllowedNames, "requestheader-allowed-names", o.RequestHeaderAllowedNames, "common names the gateway's client certificate may carry; an empty list accepts any certificate --client-ca-file verifies")
 	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "etcd client URLs")
 	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "PEM CA bundle that verifies etcd's serving certificate")
@@ -96,24 +88,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for authn or authz (over NATS) to answer a review, a token request or an RBAC escalation check")
 	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
 	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
-	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
 }
 
 // Validate reports every problem with o.
 func (o *Options) Validate() []error {
-	var errs []error
+	errs := o.Options.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
-		add("--listen-address: %w", err)
-	}
-	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
-		add("--tls-cert-file and --tls-private-key-file are required")
-	}
-	if o.ClientCAFile == "" {
-		add("--client-ca-file is required: without it no request can be trusted")
-	}
 	for _, n := range o.RequestHeaderAllowedNames {
 		if strings.TrimSpace(n) == "" {
 			add("--requestheader-allowed-names: empty name")
@@ -146,25 +126,14 @@ func (o *Options) Validate() []error {
 	if o.CompactionInterval < 0 {
 		add("--compaction-interval: must not be negative, got %v", o.CompactionInterval)
 	}
-	if o.ShutdownDelay < 0 {
-		add("--shutdown-delay-duration: must not be negative, got %v", o.ShutdownDelay)
-	}
-	if o.ShutdownTimeout <= 0 {
-		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
-	}
-	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
-		errs = append(errs, err)
-	}
 	return errs
 }
 
 // Config is what a Server is built from: validated options with the files
 // they name loaded.
 type Config struct {
-	listenAddress string
-	serving       tls.Certificate
-	clientCA      *x509.CertPool
-	allowedNames  []string
+	serving      *serving.Config
+	allowedNames []string
 
 	etcd       clientv3.Config
 	etcdPrefix string
@@ -176,8 +145,6 @@ type Config struct {
 	api *restclient.Config
 
 	compactionInterval time.Duration
-	shutdownDelay      time.Duration
-	shutdownTimeout    time.Duration
 	log                *slog.Logger
 }
 
@@ -191,23 +158,18 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
 	}
+	sc, err := o.Options.Config(logOut)
+	if err != nil {
+		return nil, err
+	}
 	c := &Config{
-		listenAddress:      o.ListenAddress,
+		serving:            sc,
 		allowedNames:       append([]string(nil), o.RequestHeaderAllowedNames...),
 		etcdPrefix:         o.EtcdPrefix,
 		nats:               natsConfig{url: o.NATSURL, token: o.NATSToken, creds: o.NATSCreds},
 		reviewTimeout:      o.ReviewTimeout,
 		compactionInterval: o.CompactionInterval,
-		shutdownDelay:      o.ShutdownDelay,
-		shutdownTimeout:    o.ShutdownTimeout,
-		log:                command.NewLogger(o.LogFormat, logOut),
-	}
-	var err error
-	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
-		return nil, fmt.Errorf("load serving certificate: %w", err)
-	}
-	if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
-		return nil, fmt.Errorf("load --client-ca-file: %w", err)
+		log:                sc.Log,
 	}
 	etcdTLS, err := o.etcdTLS()
 	if err != nil {

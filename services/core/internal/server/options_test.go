@@ -23,11 +23,13 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "valid", modify: func(*Options) {}},
 		{name: "everything wrong at once", modify: func(o *Options) {
-			*o = Options{ListenAddress: "nowhere", EtcdServers: []string{"127.0.0.1:2379"}, EtcdCertFile: "c", EtcdPrefix: "kplane/", NATSToken: "t", NATSCreds: "c", CompactionInterval: -time.Second, LogFormat: "xml", RequestHeaderAllowedNames: []string{" "}}
+			o.ListenAddress, o.TLSCertFile, o.ClientCAFile, o.ShutdownTimeout, o.LogFormat = "nowhere", "", "", 0, "xml"
+			o.RequestHeaderAllowedNames, o.EtcdServers, o.EtcdCertFile, o.EtcdPrefix = []string{" "}, []string{"127.0.0.1:2379"}, "c", "kplane/"
+			o.NATSToken, o.NATSCreds, o.ReviewTimeout, o.CompactionInterval = "t", "c", 0, -time.Second
 		}, want: []string{
-			"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--client-ca-file is required",
+			"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--client-ca-file is required", "--shutdown-timeout", "--log-format",
 			"--requestheader-allowed-names: empty name", `--etcd-servers: "127.0.0.1:2379"`, "--etcd-certfile and --etcd-keyfile go together",
-			"--etcd-prefix", "--nats-token and --nats-creds are exclusive", "need --nats-url", "--review-timeout", "--compaction-interval", "--shutdown-timeout", "--log-format",
+			"--etcd-prefix", "--nats-token and --nats-creds are exclusive", "need --nats-url", "--review-timeout", "--compaction-interval",
 		}},
 		{name: "no etcd", modify: func(o *Options) { o.EtcdServers = nil }, want: []string{"--etcd-servers is required"}},
 		{name: "prefix ending in a slash", modify: func(o *Options) { o.EtcdPrefix = "/kplane/" }, want: []string{"--etcd-prefix"}},
@@ -65,7 +67,7 @@ func TestFlags(t *testing.T) {
 	if len(o.EtcdServers) != 2 || o.EtcdServers[1] != "https://e2:2379" || len(o.RequestHeaderAllowedNames) != 2 || o.RequestHeaderAllowedNames[1] != "gw-b" || o.CompactionInterval != 0 || o.LogFormat != "json" {
 		t.Errorf("options = %+v", o)
 	}
-	if o.ListenAddress != "127.0.0.1:6444" || o.EtcdPrefix != "/kplane" {
+	if o.ListenAddress != "127.0.0.1:6444" || o.EtcdPrefix != "/kplane" || o.ShutdownTimeout != 60*time.Second {
 		t.Errorf("defaults lost: %+v", o)
 	}
 	if d := NewOptions().RequestHeaderAllowedNames; len(d) != 1 || d[0] != "front-proxy-client" {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +30,7 @@ import (
 	"kplane.dev/libs/changefeed"
 	"kplane.dev/libs/election"
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/serving"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/compactor"
 	"kplane.dev/services/core/internal/apiclient"
@@ -87,7 +87,7 @@ type Server struct {
 	everyReplica []task
 	leaderOnly   []leaderTask
 
-	shuttingDown atomic.Bool
+	shutdown *serving.Shutdown
 	// systemNamespaces is set once the system namespaces exist.
 	systemNamespaces atomic.Bool
 	// bootstrapRoles is set once the default RBAC policy exists.
@@ -115,9 +115,9 @@ func New(cfg *Config) (*Server, error) {
 	if err := s.build(); err != nil {
 		return nil, errors.Join(err, s.closeClients())
 	}
-	ln, err := net.Listen("tcp", cfg.listenAddress)
+	ln, err := cfg.serving.Listen()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("listen on %s: %w", cfg.listenAddress, err), s.closeClients())
+		return nil, errors.Join(err, s.closeClients())
 	}
 	s.ln = ln
 	return s, nil
@@ -164,7 +164,7 @@ func (s *Server) build() error {
 	if s.api, err = apiserver.New(apiCfg); err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
-	auth, err := frontproxy.New(frontproxy.Options{ClientCA: cfg.clientCA, AllowedNames: cfg.allowedNames, Logger: s.log})
+	auth, err := frontproxy.New(frontproxy.Options{ClientCA: cfg.serving.ClientCA, AllowedNames: cfg.allowedNames, Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -172,12 +172,9 @@ func (s *Server) build() error {
 
 	mux := http.NewServeMux()
 	etcdCheck := healthz.NamedCheck("etcd", s.checkEtcd)
-	shutdown := healthz.NamedCheck("shutdown", func(*http.Request) error {
-		if s.shuttingDown.Load() {
-			return errors.New("server is shutting down")
-		}
-		return nil
-	})
+	// Watches end once the delay is over: a watch never finishes by
+	// itself and would hold the shutdown to its timeout.
+	s.shutdown = cfg.serving.NewShutdown(func(context.Context) { s.stopWatches() })
 	bootstrap := healthz.NamedCheck("poststarthook/system-namespaces", func(*http.Request) error {
 		if !s.systemNamespaces.Load() {
 			return errors.New("system namespaces not yet created")
@@ -194,7 +191,7 @@ func (s *Server) build() error {
 	for endpoint, checks := range map[string][]healthz.Checker{
 		"healthz": {ping, etcdCheck, bootstrap, bootstrapRoles},
 		"livez":   {ping, etcdCheck},
-		"readyz":  {ping, etcdCheck, bootstrap, bootstrapRoles, shutdown},
+		"readyz":  {ping, etcdCheck, bootstrap, bootstrapRoles, s.shutdown.Check()},
 	} {
 		h := healthz.Handler(endpoint, checks...)
 		mux.Handle("/"+endpoint, h)
@@ -202,20 +199,8 @@ func (s *Server) build() error {
 	}
 	mux.Handle("/", auth.Wrap(api))
 
-	s.http = &http.Server{
-		Handler: mux,
-		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{cfg.serving},
-			// The front proxy authenticator verifies the certificate, so
-			// that a wrong one is a 401 rather than a failed handshake
-			// and clients without one still reach the health checks.
-			ClientAuth: tls.RequestClientCert,
-		},
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	// The front proxy authenticator verifies client certificates.
+	s.http = cfg.serving.NewServer(mux)
 
 	if cfg.compactionInterval > 0 {
 		c := compactor.New(s.etcd,
@@ -414,9 +399,9 @@ func (s *Server) APIConfig() *restclient.Config {
 }
 
 // Run serves until ctx ends, then shuts down in order: readiness fails,
-// serving goes on for the shutdown delay, watches end, requests in flight finish, background work stops, the watch
-// caches stop, the etcd client closes. It returns an error when serving
-// failed.
+// serving goes on for the shutdown delay, watches end, requests in flight
+// finish, background work stops, the watch caches stop, the etcd client
+// closes. It returns an error when serving or shutting down failed.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.stopWatches()
 	// The stores outlive ctx until the last request is served.
@@ -436,34 +421,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	}
 
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- s.http.ServeTLS(s.ln, "", "") }()
-	s.log.Info("serving", "address", s.ln.Addr().String())
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-serveDone:
-		serveErr = fmt.Errorf("serve HTTPS: %w", serveErr)
-	}
-	s.log.Info("shutting down")
-	s.shuttingDown.Store(true)
-	if serveErr == nil && s.cfg.shutdownDelay > 0 {
-		s.log.Info("serving unready until the shutdown delay passes", "delay", s.cfg.shutdownDelay)
-		time.Sleep(s.cfg.shutdownDelay)
-	}
-	s.stopWatches()
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.shutdownTimeout)
-	defer cancel()
-	if err := s.http.Shutdown(shutdownCtx); err != nil {
-		s.log.Warn("requests still in flight at the shutdown timeout", "err", err)
-		_ = s.http.Close()
-	}
-	if serveErr == nil {
-		if err := <-serveDone; !errors.Is(err, http.ErrServerClosed) {
-			serveErr = fmt.Errorf("serve HTTPS: %w", err)
-		}
-	}
+	serveErr := serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
 	stopWork()
 	work.Wait()
 	stopStores()

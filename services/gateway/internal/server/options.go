@@ -8,16 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"kplane.dev/libs/command"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/serving"
 
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
@@ -27,15 +26,21 @@ import (
 	"kplane.dev/services/gateway/internal/routing"
 )
 
-// Options are the flags of the gateway.
-type Options struct {
-	ListenAddress string
+// service is how the gateway serves: to everyone, with client
+// certificates of --client-ca-file, if given, as one way to authenticate;
+// its filters shut it down, with their own --shutdown-delay-duration.
+var service = serving.Service{
+	Address:          "127.0.0.1:6443",
+	ClientCAHelp:     "PEM CA bundle that verifies client certificates (CN is the user, O the groups)",
+	OwnShutdownDelay: true,
+}
 
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	// ClientCAFile verifies client certificates; a client may present
-	// none and authenticate with a bearer token instead.
-	ClientCAFile string
+// Options are the flags of the gateway. A client may present no
+// certificate of --client-ca-file and authenticate with a bearer token
+// instead.
+type Options struct {
+	serving.Options
+
 	// RequestHeader is kube's request-header (front proxy) authentication.
 	RequestHeader RequestHeaderOptions
 	// APIAudiences are sent with every token review.
@@ -64,7 +69,7 @@ type Options struct {
 	ServiceMap []string
 
 	// Filters are the request limits and the shutdown delay, with kube's
-	// flags.
+	// flags; ShutdownTimeout is the serving options'.
 	Filters filters.Config
 	// DocumentsInterval is how often discovery and OpenAPI documents are
 	// fetched again when no route changed.
@@ -72,15 +77,12 @@ type Options struct {
 	// AvailabilityInterval is how often every APIService's server is
 	// probed when no route changed.
 	AvailabilityInterval time.Duration
-
-	ShutdownTimeout time.Duration
-	LogFormat       string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		ListenAddress:        "127.0.0.1:6443",
+		Options:              serving.NewOptions(service),
 		RequestHeader:        defaultRequestHeader(),
 		APIAudiences:         []string{authn.DefaultAudience},
 		AnonymousAuth:        true,
@@ -90,17 +92,12 @@ func NewOptions() *Options {
 		Filters:              filters.DefaultConfig(),
 		DocumentsInterval:    discovery.DefaultInterval,
 		AvailabilityInterval: availability.DefaultInterval,
-		ShutdownTimeout:      filters.DefaultShutdownTimeout,
-		LogFormat:            "text",
 	}
 }
 
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on (port 0 picks a free port; the log line \"serving\" says which)")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
-	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies client certificates (CN is the user, O the groups)")
+	o.Options.AddFlags(fs)
 	o.RequestHeader.AddFlags(fs)
 	fs.StringSliceVar(&o.APIAudiences, "api-audiences", o.APIAudiences, "audiences of the API: a bearer token must be meant for one of them; sent with every token review")
 	fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", o.AnonymousAuth, "let requests without credentials in as system:anonymous (group system:unauthenticated), which authorization then decides on")
@@ -117,20 +114,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Filters.AddFlags(fs)
 	fs.DurationVar(&o.DocumentsInterval, "discovery-interval", o.DocumentsInterval, "how often the discovery and OpenAPI documents are fetched from the backends again when no APIService changed")
 	fs.DurationVar(&o.AvailabilityInterval, "apiservice-probe-interval", o.AvailabilityInterval, "how often the server of every APIService is probed to keep its Available condition")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json or text")
 }
 
 // Validate reports every problem with o.
 func (o *Options) Validate() []error {
-	var errs []error
+	errs := o.Options.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
-		add("--listen-address: %w", err)
-	}
-	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
-		add("--tls-cert-file and --tls-private-key-file are required")
-	}
 	errs = append(errs, o.RequestHeader.Validate()...)
 	errs = append(errs, o.NATS.Validate(true)...)
 	if len(o.APIAudiences) == 0 {
@@ -159,9 +148,6 @@ func (o *Options) Validate() []error {
 	if _, err := routing.ParseServiceMap(o.ServiceMap); err != nil {
 		add("--service-map: %w", err)
 	}
-	if o.ShutdownTimeout <= 0 {
-		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
-	}
 	if o.DocumentsInterval <= 0 {
 		add("--discovery-interval: must be positive, got %v", o.DocumentsInterval)
 	}
@@ -170,19 +156,14 @@ func (o *Options) Validate() []error {
 	}
 	f := o.filters()
 	errs = append(errs, f.Validate()...)
-	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
-		errs = append(errs, err)
-	}
 	return errs
 }
 
 // Config is what a Server is built from: validated options with the files
 // they name loaded.
 type Config struct {
-	listenAddress string
-	serving       tls.Certificate
-	// clientCA is nil when only tokens authenticate.
-	clientCA *x509.CertPool
+	// serving's ClientCA is nil when only tokens authenticate.
+	serving *serving.Config
 	// handshakeCAs are the CAs the TLS handshake names to clients, so
 	// that they pick a certificate an authenticator accepts: the client
 	// CA's and the front proxies'. Nil when neither is set.
@@ -210,27 +191,22 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
 	}
+	sc, err := o.Options.Config(logOut)
+	if err != nil {
+		return nil, err
+	}
 	c := &Config{
-		listenAddress:        o.ListenAddress,
+		serving:              sc,
 		filters:              o.filters(),
 		documentsInterval:    o.DocumentsInterval,
 		availabilityInterval: o.AvailabilityInterval,
-		log:                  command.NewLogger(o.LogFormat, logOut),
+		log:                  sc.Log,
 		resolver:             routing.DNSResolver{},
 		apiAudiences:         o.APIAudiences,
 		anonymous:            o.AnonymousAuth,
 		authorizedTTL:        o.AuthorizedTTL,
 		unauthorizedTTL:      o.UnauthorizedTTL,
 		nats:                 o.NATS,
-	}
-	var err error
-	if c.serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
-		return nil, fmt.Errorf("load serving certificate: %w", err)
-	}
-	if o.ClientCAFile != "" {
-		if c.clientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("load --client-ca-file: %w", err)
-		}
 	}
 	if c.requestHeader, err = o.RequestHeader.config(); err != nil {
 		return nil, err

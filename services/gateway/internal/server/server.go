@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/serving"
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/availability"
@@ -110,7 +110,7 @@ func New(cfg *Config) (*Server, error) {
 		log: cfg.log,
 		nc:  nc,
 		authn: authn.New(nc, authn.Options{
-			ClientCA:      cfg.clientCA,
+			ClientCA:      cfg.serving.ClientCA,
 			RequestHeader: cfg.requestHeader,
 			Audiences:     cfg.apiAudiences,
 			Anonymous:     cfg.anonymous,
@@ -192,30 +192,19 @@ func (s *Server) Table() *routing.Table { return s.table }
 // then watches end, the listener closes and requests in flight get up to
 // the shutdown timeout to finish.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.listenAddress)
+	ln, err := s.cfg.serving.Listen()
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.listenAddress, err)
+		return err
 	}
-	tlsConfig := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{s.cfg.serving},
-		NextProtos:   []string{"h2", "http/1.1"},
-	}
-	if pool := s.cfg.handshakeCAs; pool != nil {
-		// As kube: a certificate is asked for, not required (a client
-		// may send a token instead), and verified by the authenticators
-		// against the CA of each, client certificates' or front
-		// proxies'.
-		tlsConfig.ClientAuth = tls.RequestClientCert
-		tlsConfig.ClientCAs = pool
-	}
-	srv := &http.Server{
-		Handler:           s.echo,
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: 30 * time.Second,
-		MaxHeaderBytes:    filters.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	// The authenticators verify client certificates.
+	srv := s.cfg.serving.NewServer(s.echo)
+	// The handshake names the front proxies' CA too, so that they pick
+	// their certificate.
+	srv.TLSConfig.ClientCAs = s.cfg.handshakeCAs
+	// The public endpoint gives clients far away longer to send their
+	// headers, and bounds them as kube does.
+	srv.ReadHeaderTimeout = 30 * time.Second
+	srv.MaxHeaderBytes = filters.MaxHeaderBytes
 
 	// The background work outlives ctx: it keeps routes and documents
 	// current while requests drain, and stops after them.
@@ -231,22 +220,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goBackground(s.availability.Run)
 	goBackground(s.followRoutes)
 
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	s.log.Info("serving", "address", ln.Addr().String())
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		if err := s.limits.Lifecycle().Drain(ctx, srv); err != nil {
-			runErr = fmt.Errorf("shut down: %w", err)
-		}
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			runErr = errors.Join(runErr, fmt.Errorf("serve: %w", err))
-		}
-	case err := <-served:
-		runErr = fmt.Errorf("serve: %w", err)
-	}
+	runErr := serving.Serve(ctx, srv, ln, s.log, s.limits.Lifecycle().Drain)
 	stopBackground()
 	background.Wait()
 	close(bgErrs)

@@ -1,0 +1,137 @@
+package serving
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"kplane.dev/libs/command"
+	"kplane.dev/libs/pki"
+)
+
+// DefaultShutdownTimeout is how long requests in flight may take to
+// finish on shutdown, kube's default.
+const DefaultShutdownTimeout = 60 * time.Second
+
+// Service is what differs between the services' serving flags.
+type Service struct {
+	// Address is the default --listen-address.
+	Address string
+	// ClientCAHelp is the help of --client-ca-file: whose certificates it
+	// verifies, and what for.
+	ClientCAHelp string
+	// ClientCARequired, when set, makes --client-ca-file required and
+	// says why; unset, a service without the flag takes no client
+	// certificate.
+	ClientCARequired string
+	// OwnShutdownDelay is for a service that registers
+	// --shutdown-delay-duration with the rest of its shutdown sequence
+	// (the gateway's filters): Options then neither registers nor checks
+	// it, and ShutdownDelay stays unused.
+	OwnShutdownDelay bool
+}
+
+// Options are the serving flags. A service embeds them in its own options
+// and calls AddFlags, Validate and Config from its own.
+type Options struct {
+	ListenAddress     string
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile verifies client certificates; the handlers verify
+	// them, not the TLS handshake (see NewServer).
+	ClientCAFile string
+	// ShutdownDelay keeps serving, unready, after shutdown begins, so
+	// that load balancers stop sending before the listener closes.
+	ShutdownDelay   time.Duration
+	ShutdownTimeout time.Duration
+	LogFormat       string
+
+	service Service
+}
+
+// NewOptions returns the defaults of service s.
+func NewOptions(s Service) Options {
+	return Options{
+		ListenAddress:   s.Address,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		LogFormat:       command.DefaultLogFormat,
+		service:         s,
+	}
+}
+
+// AddFlags binds o to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port to serve HTTPS on (port 0 picks a free port; the log line \"serving\" says which)")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates)")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, o.service.ClientCAHelp)
+	if !o.service.OwnShutdownDelay {
+		fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay, "how long to keep serving, with /readyz failing, after a shutdown signal")
+	}
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
+	command.AddLogFormatFlag(fs, &o.LogFormat)
+}
+
+// Validate reports every problem with o.
+func (o *Options) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+		add("--listen-address: %w", err)
+	}
+	if o.TLSCertFile == "" || o.TLSPrivateKeyFile == "" {
+		add("--tls-cert-file and --tls-private-key-file are required")
+	}
+	if o.ClientCAFile == "" && o.service.ClientCARequired != "" {
+		add("--client-ca-file is required: %s", o.service.ClientCARequired)
+	}
+	if o.ShutdownDelay < 0 {
+		add("--shutdown-delay-duration: must not be negative, got %v", o.ShutdownDelay)
+	}
+	if o.ShutdownTimeout <= 0 {
+		add("--shutdown-timeout: must be positive, got %v", o.ShutdownTimeout)
+	}
+	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Config is what valid Options configure, with the files they name
+// loaded.
+type Config struct {
+	ListenAddress string
+	Certificate   tls.Certificate
+	// ClientCA is nil when --client-ca-file is optional and not given.
+	ClientCA        *x509.CertPool
+	ShutdownDelay   time.Duration
+	ShutdownTimeout time.Duration
+	Log             *slog.Logger
+}
+
+// Config loads the files that o, which Validate found valid, names, and
+// returns a configuration that logs to logOut.
+func (o *Options) Config(logOut io.Writer) (*Config, error) {
+	c := &Config{
+		ListenAddress:   o.ListenAddress,
+		ShutdownDelay:   o.ShutdownDelay,
+		ShutdownTimeout: o.ShutdownTimeout,
+		Log:             command.NewLogger(o.LogFormat, logOut),
+	}
+	var err error
+	if c.Certificate, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+		return nil, fmt.Errorf("load serving certificate: %w", err)
+	}
+	if o.ClientCAFile != "" {
+		if c.ClientCA, err = pki.LoadPool(o.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("load --client-ca-file: %w", err)
+		}
+	}
+	return c, nil
+}
