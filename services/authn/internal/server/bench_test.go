@@ -57,12 +57,14 @@ func BenchmarkTokenReview(b *testing.B) {
 	b.Run("static", func(b *testing.B) { run(b, staticToken) })
 	b.Run("serviceaccount-cached", func(b *testing.B) { run(b, tr.Status.Token) })
 	// A replica without a success cache takes over the queue group
-	// alone; b.Run may call the function several times, so it starts once.
+	// alone. It belongs to the parent benchmark: a sub-benchmark's
+	// cleanups run after each of its runs, and b.Run runs it several times.
+	parent := b
 	var uncached *replica
 	b.Run("serviceaccount-uncached", func(b *testing.B) {
 		if uncached == nil {
 			cached.stop()
-			uncached = start(b, uncachedOpts, nil)
+			uncached = start(parent, uncachedOpts, nil)
 		}
 		run(b, tr.Status.Token)
 	})
