@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/healthz"
@@ -165,6 +166,26 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}()
 
+	subscribed := make(chan struct{})
+	go func() {
+		defer close(subscribed)
+		s.subscribe(ctx, nc)
+	}()
+	defer func() { <-subscribed }()
+
+	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+}
+
+// subscribe joins the queue group once the informers have synced: a
+// replica answering from empty caches would refuse good bootstrap tokens
+// (read from the cache alone), so until then the other replicas answer.
+// Health endpoints serve meanwhile; /readyz says the informers have not
+// synced. A subscription made as shutdown drains the connection fails
+// and is only logged.
+func (s *Server) subscribe(ctx context.Context, nc *nats.Conn) {
+	if s.getter != nil && !cache.WaitForCacheSync(ctx.Done(), s.getter.HasSynced) {
+		return
+	}
 	for subject, h := range map[string]natsrpc.Handler{
 		authnproto.SubjectTokenReview:     s.serveTokenReview,
 		authnproto.SubjectTokenRequest:    s.serveTokenRequest,
@@ -172,12 +193,9 @@ func (s *Server) Run(ctx context.Context) error {
 		authnproto.SubjectIssuerKeys:      func(context.Context, []byte) ([]byte, error) { return s.jwks, nil },
 	} {
 		if _, err := natsrpc.Serve(nc, subject, authnproto.QueueGroup, s.log, h); err != nil {
-			_ = s.ln.Close()
-			return err
+			s.log.Error("answer reviews", "subject", subject, "err", err)
 		}
 	}
-
-	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
 }
 
 // drainNATS lets the replies in flight go out while NATS sends new

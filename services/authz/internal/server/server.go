@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
@@ -48,8 +49,13 @@ type Server struct {
 	feed     *feed.Feed
 	policies *policy.Authorizer
 	tasks    []task
+	// subsMu guards subs and draining: the subscriptions are made once
+	// the informers have synced, possibly while shutdown begins.
+	subsMu sync.Mutex
 	// subs are the reviews' NATS subscriptions, drained on shutdown.
-	subs     []*nats.Subscription
+	subs []*nats.Subscription
+	// draining is set by shutdown; no subscription is made after it.
+	draining bool
 	shutdown *serving.Shutdown
 }
 
@@ -206,32 +212,54 @@ func (s *Server) Run(ctx context.Context) error {
 		s.nats.Close()
 	}()
 
+	work.Go(func() { s.subscribe(workCtx) })
+	s.log.Info("authorizing", "modes", s.cfg.modes)
+	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+}
+
+// subscribe joins the reviews' queue group once the informers have
+// synced: a replica that answered from empty caches would refuse what
+// RBAC allows (a restarted replica would make requests fail under load),
+// so until then the other replicas answer. Health endpoints serve
+// meanwhile; /readyz says the informers have not synced.
+func (s *Server) subscribe(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), s.feed.HasSynced) {
+		return
+	}
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	if s.draining {
+		return
+	}
 	for subject, h := range map[string]natsrpc.Handler{
 		authz.SubjectAccessReview: s.reviews.accessReview,
 		authz.SubjectRulesReview:  s.reviews.rulesReview,
 	} {
 		sub, err := natsrpc.Serve(s.nats, subject, authz.QueueGroup, s.log, h)
 		if err != nil {
-			_ = s.ln.Close()
-			return err
+			s.log.Error("answer reviews", "subject", subject, "err", err)
+			continue
 		}
 		s.subs = append(s.subs, sub)
 	}
-	s.log.Info("authorizing", "modes", s.cfg.modes)
-	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	s.log.Info("answering reviews")
 }
 
 // drain lets the reviews delivered before shutdown finish and their
 // replies go out, while NATS sends new ones to the other replicas.
 func (s *Server) drain(ctx context.Context) {
-	for _, sub := range s.subs {
+	s.subsMu.Lock()
+	s.draining = true
+	subs := s.subs
+	s.subsMu.Unlock()
+	for _, sub := range subs {
 		// Drain stops new deliveries to this replica (the queue group
 		// sends them to the others) and lets the ones delivered finish.
 		if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Warn("drain subscription", "subject", sub.Subject, "err", err)
 		}
 	}
-	s.waitDrained(ctx, s.subs)
+	s.waitDrained(ctx, subs)
 	// Replies of the reviews delivered before the drain are sent before
 	// the connection closes.
 	s.reviews.inflight.wait(ctx)

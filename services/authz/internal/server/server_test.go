@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
 	"kplane.dev/proto/authz"
@@ -494,4 +495,47 @@ func reloads(t testing.TB, r *replica, result string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestNoAnswersBeforeSync starts a replica whose informers cannot sync
+// (its API is unreachable): it must stay out of the queue group, so that
+// the reviews go to replicas that know the RBAC objects, rather than
+// refuse what RBAC allows. With no other replica, a review finds nobody.
+func TestNoAnswersBeforeSync(t *testing.T) {
+	e := newEnv(t)
+	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: x, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: x, user: {}}]
+contexts: [{name: x, context: {cluster: x, user: x}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := e.options()
+	o.Kubeconfig = unreachable
+	cfg, err := o.Config(apitest.LogWriter{T: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apitest.Run(t, "authz", s.Run)
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.nats.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("NATS not connected after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out authorizationv1.SubjectAccessReview
+	err = natsrpc.RequestJSON(ctx, e.conn(t), authz.SubjectAccessReview, resourceSAR("alice", nil, "get", "", "pods", "ns", "p"), &out)
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("review before the informers synced: %v (status %+v), want 503: no replica answers", err, out.Status)
+	}
 }

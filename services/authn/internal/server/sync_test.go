@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/libs/apiserver/apitest"
+	"kplane.dev/libs/natsrpc"
+	authnproto "kplane.dev/proto/authn"
+)
+
+// TestNoAnswersBeforeSync starts a replica whose informers cannot sync
+// (its API is unreachable): it must stay out of the queue group, so that
+// reviews go to replicas with full caches rather than refuse bootstrap
+// tokens. With no other replica, a review finds nobody.
+func TestNoAnswersBeforeSync(t *testing.T) {
+	e := newEnv(t, false)
+	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: x, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: x, user: {}}]
+contexts: [{name: x, context: {cluster: x, user: x}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := e.options()
+	o.Kubeconfig = unreachable
+	o.ServiceAccountLookup, o.EnableBootstrapTokenAuth = true, true
+	cfg, err := o.Config(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apitest.Run(t, "authn", s.Run)
+	nc := e.nats.Connect(t)
+	// The static token needs no cache: only the missing subscription
+	// keeps it from being answered.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out authenticationv1.TokenReview
+	err = natsrpc.RequestJSON(ctx, nc, authnproto.SubjectTokenReview,
+		authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: staticToken}}, &out)
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("review before the informers synced: %v (status %+v), want 503: no replica answers", err, out.Status)
+	}
+}
