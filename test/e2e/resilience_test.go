@@ -92,8 +92,22 @@ func TestInformerSurvivesRestarts(t *testing.T) {
 		{service: "core", after: writes / 4},
 		{service: "gateway", after: writes / 2},
 	}
+	// writerErr is the writer's result once finished reads it: a writer
+	// that fails early is reported as itself, not as a wait that timed out.
+	var writerErr error
+	finished := false
 	for _, r := range restarts {
 		if err := eventually(ctx, convergeTimeout, func(context.Context) error {
+			if !finished {
+				select {
+				case writerErr = <-writerDone:
+					finished = true
+				default:
+				}
+			}
+			if writerErr != nil {
+				return nil
+			}
 			if n := acked.Load(); n < r.after {
 				return fmt.Errorf("%d writes acknowledged, waiting for %d", n, r.after)
 			}
@@ -101,11 +115,17 @@ func TestInformerSurvivesRestarts(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("before killing %s: %v", r.service, err)
 		}
+		if writerErr != nil {
+			t.Fatalf("writer, before killing %s: %v", r.service, writerErr)
+		}
 		t.Logf("killing %s after %d acknowledged writes", r.service, acked.Load())
 		sys.KillService(t, r.service)
 	}
-	if err := <-writerDone; err != nil {
-		t.Fatalf("writer: %v", err)
+	if !finished {
+		writerErr = <-writerDone
+	}
+	if writerErr != nil {
+		t.Fatalf("writer: %v", writerErr)
 	}
 	t.Logf("%d writes acknowledged, %d sent again after the gateway or core was unreachable", acked.Load(), resent.Load())
 
