@@ -100,6 +100,11 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, payload []byte)
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
+	// noResponders remembers whether the last attempt that ended on its
+	// own found no replica: an attempt cut short by ctx itself says
+	// nothing new, and a caller with a short deadline and no replica at
+	// all must see 503, not a timeout.
+	noResponders := false
 	for {
 		attempt, cancel := context.WithTimeout(ctx, AttemptTimeout)
 		msg, err := nc.RequestWithContext(attempt, subject, payload)
@@ -110,9 +115,16 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, payload []byte)
 			}
 			return msg.Data, nil
 		}
-		noResponders := errors.Is(err, nats.ErrNoResponders)
 		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-		if !noResponders && !timedOut {
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			noResponders = true
+		case timedOut && ctx.Err() == nil:
+			// The attempt's own limit: a replica took the request and
+			// died, or is stuck.
+			noResponders = false
+		case timedOut:
+		default:
 			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("request on %s: %v", subject, err))
 		}
 		select {

@@ -14,9 +14,15 @@ import (
 )
 
 func TestCoalescing(t *testing.T) {
+	const due, quiet = 5 * time.Second, 200 * time.Millisecond
 	srv := natstest.Start(t)
-	sub, err := srv.Connect(t).SubscribeSync(authz.SubjectInvalidate)
+	subConn := srv.Connect(t)
+	sub, err := subConn.SubscribeSync(authz.SubjectInvalidate)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The server must know the subscription before anything is published.
+	if err := subConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
@@ -30,9 +36,11 @@ func TestCoalescing(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	next := func(t *testing.T) (authz.Invalidation, bool) {
+	// next waits for a publish: long when one is due, so a busy machine
+	// does not fail the test; briefly when none may come.
+	next := func(t *testing.T, wait time.Duration) (authz.Invalidation, bool) {
 		t.Helper()
-		m, err := sub.NextMsg(200 * time.Millisecond)
+		m, err := sub.NextMsg(wait)
 		if err == nats.ErrTimeout {
 			return authz.Invalidation{}, false
 		}
@@ -48,7 +56,7 @@ func TestCoalescing(t *testing.T) {
 
 	// The first change is published at once.
 	p.Changed("roles/a")
-	if inv, ok := next(t); !ok || inv.Reason != "roles/a" {
+	if inv, ok := next(t, due); !ok || inv.Reason != "roles/a" {
 		t.Fatalf("first change: got %+v, %v", inv, ok)
 	}
 	// A burst right after waits for MinInterval and is one publish
@@ -56,23 +64,23 @@ func TestCoalescing(t *testing.T) {
 	for _, r := range []string{"roles/b", "roles/c", "roles/d"} {
 		p.Changed(r)
 	}
-	if inv, ok := next(t); ok {
+	if inv, ok := next(t, quiet); ok {
 		t.Fatalf("published %+v before MinInterval passed", inv)
 	}
 	if !clk.HasWaiters() {
 		t.Fatal("publisher is not waiting for MinInterval")
 	}
 	clk.Step(MinInterval)
-	if inv, ok := next(t); !ok || inv.Reason != "roles/d" {
+	if inv, ok := next(t, due); !ok || inv.Reason != "roles/d" {
 		t.Fatalf("burst: got %+v, %v", inv, ok)
 	}
-	if inv, ok := next(t); ok {
+	if inv, ok := next(t, quiet); ok {
 		t.Fatalf("burst published twice: %+v", inv)
 	}
 	// After a quiet MinInterval a change is published at once again.
 	clk.Step(MinInterval)
 	p.Changed("roles/e")
-	if inv, ok := next(t); !ok || inv.Reason != "roles/e" {
+	if inv, ok := next(t, due); !ok || inv.Reason != "roles/e" {
 		t.Fatalf("after quiet: got %+v, %v", inv, ok)
 	}
 }
