@@ -3,6 +3,7 @@ package serving
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,6 +114,15 @@ type Config struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
+}
+
+// Validated is a service's Config step: errs are the service's whole
+// validation (its own and Validate's); with none, it loads o's files.
+func (o *Options) Validated(errs []error, logOut io.Writer) (*Config, error) {
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
+	}
+	return o.Config(logOut)
 }
 
 // Config loads the files that o, which Validate found valid, names, and

@@ -143,3 +143,17 @@ func TestConfigLoadsFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatedRefusesBeforeLoading checks that a service's validation
+// errors stop Config before any file is read.
+func TestValidatedRefusesBeforeLoading(t *testing.T) {
+	o := serving.NewOptions(required)
+	o.TLSCertFile, o.TLSPrivateKeyFile, o.ClientCAFile = "/nonexistent/c", "/nonexistent/k", "/nonexistent/ca"
+	_, err := o.Validated([]error{errors.New("--nats-url is required")}, nil)
+	if err == nil || err.Error() != "invalid options: --nats-url is required" {
+		t.Fatalf("Validated with an error = %v, want the service's error", err)
+	}
+	if _, err := o.Validated(nil, nil); err == nil || !strings.Contains(err.Error(), "load serving certificate") {
+		t.Fatalf("Validated without errors = %v, want the files loaded (and failing)", err)
+	}
+}

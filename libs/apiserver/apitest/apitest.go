@@ -90,8 +90,20 @@ func (s *Server) record(r *http.Request) {
 // a directory of the test, for components that take --kubeconfig.
 func (s *Server) Kubeconfig(t testing.TB) string {
 	t.Helper()
+	return writeKubeconfig(t, s.URL)
+}
+
+// UnreachableKubeconfig is a kubeconfig whose server nothing answers on:
+// for a component that must cope with an API it cannot reach.
+func UnreachableKubeconfig(t testing.TB) string {
+	t.Helper()
+	return writeKubeconfig(t, "https://127.0.0.1:1")
+}
+
+func writeKubeconfig(t testing.TB, server string) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["api"] = &clientcmdapi.Cluster{Server: s.URL}
+	kc.Clusters["api"] = &clientcmdapi.Cluster{Server: server}
 	kc.AuthInfos["api"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["api"] = &clientcmdapi.Context{Cluster: "api", AuthInfo: "api"}
 	kc.CurrentContext = "api"

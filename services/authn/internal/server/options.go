@@ -3,7 +3,6 @@ package server
 import (
 	"crypto"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -220,10 +219,7 @@ type Config struct {
 // Config validates o, loads what it names, and returns the configuration of
 // a Server that logs to logOut.
 func (o *Options) Config(logOut io.Writer) (*Config, error) {
-	if errs := o.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
-	}
-	sc, err := o.Options.Config(logOut)
+	sc, err := o.Options.Validated(o.Validate(), logOut)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,18 +20,8 @@ import (
 // tokens. With no other replica, a review finds nobody.
 func TestNoAnswersBeforeSync(t *testing.T) {
 	e := newEnv(t, false)
-	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: x, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: x, user: {}}]
-contexts: [{name: x, context: {cluster: x, user: x}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	o := e.options()
-	o.Kubeconfig = unreachable
+	o.Kubeconfig = apitest.UnreachableKubeconfig(t)
 	o.ServiceAccountLookup, o.EnableBootstrapTokenAuth = true, true
 	cfg, err := o.Config(io.Discard)
 	if err != nil {

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/x509"
-	"errors"
 	goflag "flag"
 	"fmt"
 	"io"
@@ -132,8 +130,6 @@ func (o *Options) Validate() []error {
 // they name loaded.
 type Config struct {
 	serving *serving.Config
-	// clientCA verifies webhook callers.
-	clientCA *x509.CertPool
 
 	nats natsrpc.ConnOptions
 	api  *restclient.Config
@@ -153,16 +149,12 @@ type Config struct {
 // Config validates o, loads the certificates and kubeconfigs it names, and
 // returns the configuration of a Server that logs to logOut.
 func (o *Options) Config(logOut io.Writer) (*Config, error) {
-	if errs := o.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
-	}
-	sc, err := o.Options.Config(logOut)
+	sc, err := o.Options.Validated(o.Validate(), logOut)
 	if err != nil {
 		return nil, err
 	}
 	c := &Config{
 		serving:         sc,
-		clientCA:        sc.ClientCA,
 		nats:            o.NATS,
 		modes:           slices.Clone(o.AuthorizationModes),
 		policyDir:       o.PolicyDir,

@@ -197,7 +197,7 @@ func (s *Server) verifiedClient(req *http.Request) bool {
 		intermediates.AddCert(c)
 	}
 	_, err := req.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{
-		Roots:         s.cfg.clientCA,
+		Roots:         s.cfg.serving.ClientCA,
 		Intermediates: intermediates,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})

@@ -503,18 +503,8 @@ func reloads(t testing.TB, r *replica, result string) float64 {
 // refuse what RBAC allows. With no other replica, a review finds nobody.
 func TestNoAnswersBeforeSync(t *testing.T) {
 	e := newEnv(t)
-	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: x, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: x, user: {}}]
-contexts: [{name: x, context: {cluster: x, user: x}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	o := e.options()
-	o.Kubeconfig = unreachable
+	o.Kubeconfig = apitest.UnreachableKubeconfig(t)
 	cfg, err := o.Config(apitest.LogWriter{T: t})
 	if err != nil {
 		t.Fatal(err)

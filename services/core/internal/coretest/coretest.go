@@ -90,7 +90,7 @@ func (c *Cluster) Options() *server.Options {
 	o.EtcdServers = []string{c.Etcd.Endpoint}
 	o.ShutdownTimeout = 10 * time.Second
 	if c.NATS != nil {
-		o.NATSURL = c.NATS.URL
+		o.NATS.URL = c.NATS.URL
 	}
 	return o
 }

@@ -2,7 +2,7 @@ package server
 
 import (
 	"crypto/tls"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,9 +44,7 @@ type Options struct {
 	EtcdKeyFile  string
 	EtcdPrefix   string
 
-	NATSURL   string
-	NATSToken string
-	NATSCreds string
+	NATS natsrpc.ConnOptions
 
 	// ReviewTimeout bounds the wait for authn or authz to answer a
 	// review, a token request or an escalation check.
@@ -82,9 +80,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "PEM client certificate for etcd")
 	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "PEM private key of --etcd-certfile")
 	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "etcd key prefix of everything core stores")
-	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "NATS URL of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
-	fs.StringVar(&o.NATSToken, "nats-token", o.NATSToken, "NATS authentication token")
-	fs.StringVar(&o.NATSCreds, "nats-creds", o.NATSCreds, "NATS credentials file (JWT and NKey seed)")
+	nats := flag.NewFlagSet("nats", flag.ContinueOnError)
+	o.NATS.AddFlags(nats, "of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
+	fs.AddGoFlagSet(nats)
 	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for authn or authz (over NATS) to answer a review, a token request or an RBAC escalation check")
 	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
 	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
@@ -114,12 +112,7 @@ func (o *Options) Validate() []error {
 	if !strings.HasPrefix(o.EtcdPrefix, "/") || strings.HasSuffix(o.EtcdPrefix, "/") {
 		add("--etcd-prefix: want a path that starts with / and does not end with /, got %q", o.EtcdPrefix)
 	}
-	if o.NATSToken != "" && o.NATSCreds != "" {
-		add("--nats-token and --nats-creds are exclusive")
-	}
-	if o.NATSURL == "" && (o.NATSToken != "" || o.NATSCreds != "") {
-		add("--nats-token and --nats-creds need --nats-url")
-	}
+	errs = append(errs, o.NATS.Validate(false)...)
 	if o.ReviewTimeout <= 0 {
 		add("--review-timeout: must be positive, got %v", o.ReviewTimeout)
 	}
@@ -138,7 +131,7 @@ type Config struct {
 	etcd       clientv3.Config
 	etcdPrefix string
 
-	nats          natsConfig
+	nats          natsrpc.ConnOptions
 	reviewTimeout time.Duration
 
 	// api is the endpoint controllers use; nil means the loopback.
@@ -148,17 +141,10 @@ type Config struct {
 	log                *slog.Logger
 }
 
-type natsConfig struct {
-	url, token, creds string
-}
-
 // Config validates o, loads the certificates and kubeconfig it names, and
 // returns the configuration of a Server that logs to logOut.
 func (o *Options) Config(logOut io.Writer) (*Config, error) {
-	if errs := o.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid options: %w", errors.Join(errs...))
-	}
-	sc, err := o.Options.Config(logOut)
+	sc, err := o.Options.Validated(o.Validate(), logOut)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +152,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		serving:            sc,
 		allowedNames:       append([]string(nil), o.RequestHeaderAllowedNames...),
 		etcdPrefix:         o.EtcdPrefix,
-		nats:               natsConfig{url: o.NATSURL, token: o.NATSToken, creds: o.NATSCreds},
+		nats:               o.NATS,
 		reviewTimeout:      o.ReviewTimeout,
 		compactionInterval: o.CompactionInterval,
 		log:                sc.Log,

@@ -25,7 +25,7 @@ func TestValidate(t *testing.T) {
 		{name: "everything wrong at once", modify: func(o *Options) {
 			o.ListenAddress, o.TLSCertFile, o.ClientCAFile, o.ShutdownTimeout, o.LogFormat = "nowhere", "", "", 0, "xml"
 			o.RequestHeaderAllowedNames, o.EtcdServers, o.EtcdCertFile, o.EtcdPrefix = []string{" "}, []string{"127.0.0.1:2379"}, "c", "kplane/"
-			o.NATSToken, o.NATSCreds, o.ReviewTimeout, o.CompactionInterval = "t", "c", 0, -time.Second
+			o.NATS.Token, o.NATS.Creds, o.ReviewTimeout, o.CompactionInterval = "t", "c", 0, -time.Second
 		}, want: []string{
 			"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--client-ca-file is required", "--shutdown-timeout", "--log-format",
 			"--requestheader-allowed-names: empty name", `--etcd-servers: "127.0.0.1:2379"`, "--etcd-certfile and --etcd-keyfile go together",

@@ -278,20 +278,13 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 // connectNATS connects to NATS when a URL is configured. The connection
 // retries in the background: NATS may come up after core.
 func (s *Server) connectNATS() error {
-	if s.cfg.nats.url == "" {
+	if s.cfg.nats.URL == "" {
 		s.log.Warn("no --nats-url: reviews, token requests and RBAC escalation checks answer 503")
 		return nil
 	}
-	opts := []nats.Option{nats.Name("kplane-core"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1)}
-	switch {
-	case s.cfg.nats.token != "":
-		opts = append(opts, nats.Token(s.cfg.nats.token))
-	case s.cfg.nats.creds != "":
-		opts = append(opts, nats.UserCredentials(s.cfg.nats.creds))
-	}
-	nc, err := nats.Connect(s.cfg.nats.url, opts...)
+	nc, err := s.cfg.nats.Connect("kplane-core")
 	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
+		return err
 	}
 	s.nats = nc
 	return nil
