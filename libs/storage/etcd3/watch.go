@@ -3,6 +3,7 @@ package etcd3
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -45,6 +46,16 @@ func (s *Store) Watch(ctx context.Context, prefix string, opts storage.WatchOpti
 	case opts.SendInitialEvents == nil && rv == 0:
 		w.initial = true
 	}
+	if rv == 0 {
+		// "From now" is from when Watch returns: a write the caller makes
+		// after it is an event, never part of the initial state, so the
+		// revision is read here rather than in the watch's goroutine.
+		cur, err := s.CurrentRevision(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("watch %q: %w", prefix, err)
+		}
+		w.startRV, w.pinned = cur, true
+	}
 	ctx, w.cancel = context.WithCancel(ctx)
 	go w.run(ctx)
 	return w, nil
@@ -60,6 +71,9 @@ type watcher struct {
 	// initial sends the state as ADDED events before the changes;
 	// endBookmark then marks their end with an annotated BOOKMARK.
 	initial, endBookmark bool
+	// pinned says startRV is the revision Watch read for a watch from
+	// now: the initial state is read exactly there.
+	pinned bool
 
 	result chan watch.Event
 	cancel context.CancelFunc
@@ -84,13 +98,6 @@ func (w *watcher) run(ctx context.Context) {
 	if w.initial {
 		rev, ok := w.sendInitial(ctx)
 		if !ok {
-			return
-		}
-		from = rev
-	} else if from == 0 {
-		rev, err := w.store.CurrentRevision(ctx)
-		if err != nil {
-			w.sendError(ctx, internalStatus(err))
 			return
 		}
 		from = rev
@@ -157,10 +164,12 @@ func (w *watcher) streamFrom(ctx context.Context, from, start int64) (retry bool
 // sendInitial sends the current state (at a revision not older than the
 // requested one) as ADDED events and returns the revision it was read at.
 func (w *watcher) sendInitial(ctx context.Context) (int64, bool) {
-	list, err := w.store.List(ctx, w.prefix, storage.ListOptions{
-		ResourceVersion: w.opts.ResourceVersion,
-		Predicate:       w.opts.Predicate,
-	})
+	opts := storage.ListOptions{ResourceVersion: w.opts.ResourceVersion, Predicate: w.opts.Predicate}
+	if w.pinned {
+		opts.ResourceVersion = strconv.FormatInt(w.startRV, 10)
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
+	}
+	list, err := w.store.List(ctx, w.prefix, opts)
 	if err != nil {
 		w.sendError(ctx, statusOf(err))
 		return 0, false
