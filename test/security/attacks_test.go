@@ -129,15 +129,16 @@ func (w *world) pathConfusion(t *testing.T) {
 }
 
 // smuggledWatch: every spelling of watch kube reads as true needs the
-// watch verb; the spellings it reads as false are lists.
+// watch verb; only "0" and "false" in any case are lists (kube's
+// conversion of query values to bool).
 func (w *world) smuggledWatch(t *testing.T) {
-	for _, v := range []string{"yes", "1", "true", "True", "t", "on", ""} {
+	for _, v := range []string{"yes", "1", "true", "True", "t", "on", "f", "no", ""} {
 		r := w.doWithin(t, 10*time.Second, lister, http.MethodGet, "/api/v1/namespaces/tenant-a/configmaps?watch="+v, nil, "")
 		expectStatus(t, "watch="+v+" by a user who may only list", r, http.StatusForbidden, metav1.StatusReasonForbidden)
 	}
 	r := w.doWithin(t, 10*time.Second, lister, http.MethodGet, "/api/v1/namespaces/tenant-a/configmaps?watch", nil, "")
 	expectStatus(t, "a bare watch by a user who may only list", r, http.StatusForbidden, metav1.StatusReasonForbidden)
-	for _, v := range []string{"false", "0", "f", "FALSE"} {
+	for _, v := range []string{"false", "0", "False", "FALSE"} {
 		if r := w.doWithin(t, 10*time.Second, lister, http.MethodGet, "/api/v1/namespaces/tenant-a/configmaps?watch="+v, nil, ""); r.code != http.StatusOK || !strings.Contains(string(r.body), `"ConfigMapList"`) {
 			t.Errorf("watch=%s is a list: %d %s", v, r.code, r.body)
 		}
