@@ -1,12 +1,17 @@
 package natstest
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"kplane.dev/libs/natsauth"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/proto/access"
 )
 
 // readyTimeout bounds the wait for the server to accept connections.
@@ -17,22 +22,46 @@ type Server struct {
 	// URL is the client URL, such as nats://127.0.0.1:41234.
 	URL string
 	srv *server.Server
+	// creds, for a server started by StartWithAccess, are the services'
+	// credentials.
+	creds *natsauth.Files
 }
 
 // Option changes the server's options before it starts.
 type Option func(*server.Options)
 
-// Start runs a NATS server with JetStream until the test ends.
+// Start runs a NATS server with JetStream, open to every client, until
+// the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	o := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT, // 0 would mean the default 4222
-		NoLog:     true,
-		NoSigs:    true,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
+	return start(t, &server.Options{}, opts)
+}
+
+// StartWithAccess runs a NATS server with JetStream that admits only
+// kplane's services, each with its own NKey and the permissions of
+// kplane.dev/proto/access, from a configuration generated as the launcher
+// generates it; ConnectAs and ConnOptions connect as one of them.
+func StartWithAccess(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	files, err := natsauth.Ensure(filepath.Join(t.TempDir(), "auth"), access.Services())
+	if err != nil {
+		t.Fatalf("generate NATS credentials: %v", err)
 	}
+	o, err := server.ProcessConfigFile(files.Config())
+	if err != nil {
+		t.Fatalf("load NATS configuration %s: %v", files.Config(), err)
+	}
+	s := start(t, o, opts)
+	s.creds = &files
+	return s
+}
+
+func start(t testing.TB, o *server.Options, opts []Option) *Server {
+	t.Helper()
+	o.Host = "127.0.0.1"
+	o.Port = server.RANDOM_PORT // 0 would mean the default 4222
+	o.NoLog, o.NoSigs = true, true
+	o.JetStream, o.StoreDir = true, t.TempDir()
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -57,6 +86,33 @@ func (s *Server) Connect(t testing.TB) *nats.Conn {
 	nc, err := nats.Connect(s.URL, nats.Name(t.Name()))
 	if err != nil {
 		t.Fatalf("connect to embedded nats server: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// ConnOptions are the flags that connect the service called name (an
+// access.Services name) to a server started by StartWithAccess.
+func (s *Server) ConnOptions(name string) natsrpc.ConnOptions {
+	if s.creds == nil {
+		return natsrpc.ConnOptions{URL: s.URL}
+	}
+	return natsrpc.ConnOptions{URL: s.URL, NKeyFile: s.creds.Seed(name)}
+}
+
+// ConnectAs returns a connection made as the service called name makes
+// it, closed when the test ends; it fails the test unless the server
+// admits it at once. extra options are applied last.
+func (s *Server) ConnectAs(t testing.TB, name string, extra ...nats.Option) *nats.Conn {
+	t.Helper()
+	svc, ok := access.Lookup(name)
+	if !ok {
+		t.Fatalf("no service %q in kplane.dev/proto/access", name)
+	}
+	o := s.ConnOptions(name)
+	nc, err := o.Connect(svc.ClientName(), append([]nats.Option{nats.RetryOnFailedConnect(false)}, extra...)...)
+	if err != nil {
+		t.Fatalf("connect to embedded nats server as %s: %v", name, err)
 	}
 	t.Cleanup(nc.Close)
 	return nc

@@ -25,11 +25,11 @@ func TestValidate(t *testing.T) {
 		{name: "everything wrong at once", modify: func(o *Options) {
 			o.ListenAddress, o.TLSCertFile, o.ClientCAFile, o.ShutdownTimeout, o.LogFormat = "nowhere", "", "", 0, "xml"
 			o.RequestHeaderAllowedNames, o.EtcdServers, o.EtcdCertFile, o.EtcdPrefix = []string{" "}, []string{"127.0.0.1:2379"}, "c", "kplane/"
-			o.NATS.Token, o.NATS.Creds, o.ReviewTimeout, o.CompactionInterval = "t", "c", 0, -time.Second
+			o.NATS.TokenFile, o.NATS.Creds, o.ReviewTimeout, o.CompactionInterval = "t", "c", 0, -time.Second
 		}, want: []string{
 			"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--client-ca-file is required", "--shutdown-timeout", "--log-format",
 			"--requestheader-allowed-names: empty name", `--etcd-servers: "127.0.0.1:2379"`, "--etcd-certfile and --etcd-keyfile go together",
-			"--etcd-prefix", "--nats-token and --nats-creds are exclusive", "need --nats-url", "--review-timeout", "--compaction-interval",
+			"--etcd-prefix", "NATS credentials come from one of", "need --nats-url", "--review-timeout", "--compaction-interval",
 		}},
 		{name: "no etcd", modify: func(o *Options) { o.EtcdServers = nil }, want: []string{"--etcd-servers is required"}},
 		{name: "prefix ending in a slash", modify: func(o *Options) { o.EtcdPrefix = "/kplane/" }, want: []string{"--etcd-prefix"}},
