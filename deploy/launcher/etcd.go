@@ -25,6 +25,9 @@ func startEtcd(ctx context.Context, dir, logFile string, port int) (*embed.Etcd,
 	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
 	cfg.LogLevel = "warn"
+	if err := privateFile(logFile); err != nil {
+		return nil, err
+	}
 	cfg.LogOutputs = []string{logFile}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"kplane.dev/libs/natsauth"
+	"kplane.dev/proto/access"
 )
 
 // Paths in the data directory.
@@ -19,7 +22,12 @@ const (
 	pkiDir         = "pki"
 	etcdDir        = "etcd"
 	natsDir        = "nats"
-	natsTokenFile  = "nats.token"
+	// NATSAuthDir holds the services' NKey seeds and the NATS server's
+	// configuration (kplane.dev/libs/natsauth).
+	NATSAuthDir = "nats-auth"
+	// oldNATSToken is the token every service shared before each had a
+	// key: removed, it grants nothing any more.
+	oldNATSToken = "nats.token"
 	logsDir        = "logs"
 	runDir         = "run"
 	launcherPID    = "kplane-up.pid"
@@ -54,6 +62,10 @@ func Run(ctx context.Context, cfg *Config) error {
 	for _, d := range []string{cfg.dataDir, filepath.Join(cfg.dataDir, logsDir), filepath.Join(cfg.dataDir, runDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
+		}
+		// A directory made by an earlier version may be open to others.
+		if err := os.Chmod(d, 0o700); err != nil {
+			return fmt.Errorf("restrict %s: %w", d, err)
 		}
 	}
 	release, err := claim(filepath.Join(cfg.dataDir, launcherPID))
@@ -101,12 +113,17 @@ func Run(ctx context.Context, cfg *Config) error {
 		cfg.log.Info("etcd ready", "url", etcdServers[0], "data", filepath.Join(cfg.dataDir, etcdDir))
 	}
 
-	natsURL, token := cfg.natsURL, cfg.natsToken
+	natsURL, natsKeys := cfg.natsURL, ""
 	if natsURL == "" {
-		if token, err = natsToken(filepath.Join(cfg.dataDir, natsTokenFile)); err != nil {
+		if err := os.Remove(filepath.Join(cfg.dataDir, oldNATSToken)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the old shared NATS token: %w", err)
+		}
+		auth, err := natsauth.Ensure(filepath.Join(cfg.dataDir, NATSAuthDir), access.Services())
+		if err != nil {
 			return err
 		}
-		srv, err := startNATS(filepath.Join(cfg.dataDir, natsDir), LogFile(cfg.dataDir, "nats"), cfg.natsPort, token)
+		natsKeys = auth.Dir
+		srv, err := startNATS(auth.Config(), filepath.Join(cfg.dataDir, natsDir), LogFile(cfg.dataDir, "nats"), cfg.natsPort)
 		if err != nil {
 			return err
 		}
@@ -125,8 +142,9 @@ func Run(ctx context.Context, cfg *Config) error {
 		Ports:       cfg.ports,
 		Replicas:    cfg.replicas,
 		EtcdServers: strings.Join(etcdServers, ","),
-		NATSURL:     natsURL,
-		NATSToken:   token,
+		NATSURL:       natsURL,
+		NATSKeys:      natsKeys,
+		NATSTokenFile: cfg.natsTokenFile,
 	}
 	processes := cfg.processes()
 	// failed receives the error of a supervisor that gave up; one slot

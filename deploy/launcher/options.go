@@ -45,10 +45,12 @@ type Options struct {
 
 	// EtcdServers, when set, replace the embedded etcd.
 	EtcdServers []string
-	// NATSURL, when set, replaces the embedded NATS; NATSToken is its
-	// token.
-	NATSURL   string
-	NATSToken string
+	// NATSURL, when set, replaces the embedded NATS. NATSTokenFile, or
+	// else NATSToken (from the environment only, never a flag), is its
+	// token; the services read it the same way.
+	NATSURL       string
+	NATSToken     string
+	NATSTokenFile string
 
 	// StopGrace is how long a service has to exit after SIGTERM.
 	StopGrace time.Duration
@@ -112,7 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NATSPort, "nats-port", o.NATSPort, "client port of the embedded NATS server")
 	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "client URLs of an external etcd instead of the embedded one (env "+EnvEtcdServers+")")
 	fs.StringVar(&o.NATSURL, "nats-url", o.NATSURL, "URL of an external NATS instead of the embedded one (env "+EnvNATSURL+")")
-	fs.StringVar(&o.NATSToken, "nats-token", o.NATSToken, "token of the external NATS (env "+EnvNATSToken+")")
+	fs.StringVar(&o.NATSTokenFile, "nats-token-file", o.NATSTokenFile, "file holding the token of the external NATS (or env "+EnvNATSToken+"; a token is never a flag)")
 	fs.StringSliceVar(&o.Only, "services", o.Only, "names of the services to run (default: all); the admin kubeconfig is written only when "+PublicService+" runs")
 	fs.DurationVar(&o.StopGrace, "stop-grace", o.StopGrace, "how long a service may take to exit after SIGTERM before it is killed")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each service may take to become ready")
@@ -194,9 +196,12 @@ func (o *Options) Validate() []error {
 	}
 	if o.NATSURL == "" {
 		check("nats-port", o.NATSPort)
-		if o.NATSToken != "" {
-			add("--nats-token needs --nats-url: the embedded NATS makes its own")
+		if o.NATSToken != "" || o.NATSTokenFile != "" {
+			add("--nats-token-file and %s need --nats-url: the embedded NATS gives each service its own key", EnvNATSToken)
 		}
+	}
+	if o.NATSToken != "" && o.NATSTokenFile != "" {
+		add("--nats-token-file and %s are exclusive", EnvNATSToken)
 	}
 	for _, n := range o.Only {
 		if !slices.ContainsFunc(o.Services, func(s Service) bool { return s.Name == n }) {
@@ -222,7 +227,7 @@ type Config struct {
 	natsPort        int
 	etcdServers     []string
 	natsURL         string
-	natsToken       string
+	natsTokenFile   string
 	stopGrace       time.Duration
 	readyTimeout    time.Duration
 	probeInterval   time.Duration
@@ -246,6 +251,12 @@ func (o *Options) Config(log *slog.Logger, out io.Writer) (*Config, error) {
 	bin, err := filepath.Abs(o.BinDir)
 	if err != nil {
 		return nil, fmt.Errorf("resolve --bin-dir: %w", err)
+	}
+	tokenFile := o.NATSTokenFile
+	if tokenFile != "" {
+		if tokenFile, err = filepath.Abs(tokenFile); err != nil {
+			return nil, fmt.Errorf("resolve --nats-token-file: %w", err)
+		}
 	}
 	var services []Service
 	for _, s := range o.Services {
@@ -280,7 +291,7 @@ func (o *Options) Config(log *slog.Logger, out io.Writer) (*Config, error) {
 		natsPort:      o.NATSPort,
 		etcdServers:   append([]string(nil), o.EtcdServers...),
 		natsURL:       o.NATSURL,
-		natsToken:     o.NATSToken,
+		natsTokenFile: tokenFile,
 		stopGrace:     o.StopGrace,
 		readyTimeout:  o.ReadyTimeout,
 		probeInterval: 100 * time.Millisecond,

@@ -20,7 +20,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "a service on etcd's port", flags: []string{"--etcd-port=6444"}, want: []string{"are both 6444"}},
 		{name: "external etcd frees its port", flags: []string{"--etcd-port=6444", "--etcd-servers=http://127.0.0.1:2379"}},
 		{name: "bad etcd url", flags: []string{"--etcd-servers=127.0.0.1:2379"}, want: []string{"is not an http or https URL"}},
-		{name: "token without nats url", flags: []string{"--nats-token=x"}, want: []string{"--nats-token needs --nats-url"}},
+		{name: "token file without nats url", flags: []string{"--nats-token-file=x"}, want: []string{"--nats-token-file and KPLANE_NATS_TOKEN need --nats-url"}},
+		{name: "no token on the command line", flags: []string{"--nats-url=nats://n:4222", "--nats-token=x"}, want: []string{"unknown flag: --nats-token"}},
 		{name: "unknown service", flags: []string{"--services=core,nope"}, want: []string{`--services: no service "nope"`}},
 		{name: "core replicas on consecutive ports", flags: []string{"--core-replicas=3", "--core-port=7000", "--gateway-port=7003"}},
 		{name: "a core replica on the gateway's port", flags: []string{"--core-replicas=2", "--core-port=7000", "--gateway-port=7001"}, want: []string{"--core-port (replica 1) and --gateway-port are both 7001"}},
@@ -32,10 +33,12 @@ func TestOptionsValidate(t *testing.T) {
 			o := NewOptions(Services(), noEnv)
 			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 			o.AddFlags(fs)
+			var errs []error
 			if err := fs.Parse(tt.flags); err != nil {
-				t.Fatal(err)
+				errs = []error{err}
+			} else {
+				errs = o.Validate()
 			}
-			errs := o.Validate()
 			if len(errs) != len(tt.want) {
 				t.Fatalf("Validate = %v, want %d errors like %q", errs, len(tt.want), tt.want)
 			}

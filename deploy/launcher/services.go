@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"kplane.dev/libs/natsauth"
 )
 
 // Service is one process of the installation.
@@ -65,7 +67,20 @@ type Env struct {
 	// EtcdServers are etcd's client URLs, comma separated.
 	EtcdServers string
 	NATSURL     string
-	NATSToken   string
+	// NATSKeys is the directory of the services' NKey seeds
+	// (kplane.dev/libs/natsauth) when the embedded NATS runs.
+	NATSKeys string
+	// NATSTokenFile holds the token of an external NATS.
+	NATSTokenFile string
+}
+
+// NKeyFile is the NKey seed file of the service called name, or nothing
+// without NATSKeys; templates call it as {{.NKeyFile "core"}}.
+func (e Env) NKeyFile(name string) string {
+	if e.NATSKeys == "" {
+		return ""
+	}
+	return natsauth.Files{Dir: e.NATSKeys}.Seed(name)
 }
 
 // Port is the port of the service called name; templates call it as
@@ -145,7 +160,8 @@ func Services() []Service {
 				"--client-ca-file={{.PKI}}/ca.crt",
 				"--etcd-servers={{.EtcdServers}}",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+				"{{with .NKeyFile \"core\"}}--nats-nkey-file={{.}}{{end}}",
+				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
 		},
 		{
@@ -162,7 +178,8 @@ func Services() []Service {
 				"--backend-ca-file={{.PKI}}/ca.crt",
 				"--core-url={{.URLs \"core\"}}",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+				"{{with .NKeyFile \"gateway\"}}--nats-nkey-file={{.}}{{end}}",
+				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
 			ProbeAsAdmin: true,
 		},
@@ -181,7 +198,8 @@ func Services() []Service {
 				"--service-account-signing-key-file={{.PKI}}/sa.key",
 				"--service-account-key-file={{.PKI}}/sa.pub",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+				"{{with .NKeyFile \"authn\"}}--nats-nkey-file={{.}}{{end}}",
+				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
 			ProbeAsAdmin: true,
 		},
@@ -199,7 +217,8 @@ func Services() []Service {
 				"--kubeconfig={{.Data}}/authz.kubeconfig",
 				"--authorization-policy-dir={{.Data}}/policies",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}",
+				"{{with .NKeyFile \"authz\"}}--nats-nkey-file={{.}}{{end}}",
+				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
 			ProbeAsAdmin: true,
 		},

@@ -24,15 +24,27 @@ func TestExpand(t *testing.T) {
 		},
 		{
 			name: "an optional flag without a value is left out",
-			args: []string{"--a", "{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}", "--b"},
+			args: []string{"--a", "{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}", "--b"},
 			env:  env,
 			want: []string{"--a", "--b"},
 		},
 		{
 			name: "an optional flag with a value is kept",
-			args: []string{"{{if .NATSToken}}--nats-token={{.NATSToken}}{{end}}"},
-			env:  Env{NATSToken: "s3cret"},
-			want: []string{"--nats-token=s3cret"},
+			args: []string{"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}"},
+			env:  Env{NATSTokenFile: "/d/token"},
+			want: []string{"--nats-token-file=/d/token"},
+		},
+		{
+			name: "a service's own NKey seed",
+			args: []string{"{{with .NKeyFile \"core\"}}--nats-nkey-file={{.}}{{end}}"},
+			env:  Env{NATSKeys: "/d/nats-auth"},
+			want: []string{"--nats-nkey-file=/d/nats-auth/core.nk"},
+		},
+		{
+			name: "no NKey seed without the embedded NATS",
+			args: []string{"{{with .NKeyFile \"core\"}}--nats-nkey-file={{.}}{{end}}"},
+			env:  env,
+			want: []string{},
 		},
 		{
 			name: "a replica listens on its own port and the URLs name every replica",
@@ -86,16 +98,17 @@ func TestServicesExpand(t *testing.T) {
 	for _, s := range services {
 		ports[s.Name] = s.Port
 	}
-	env := Env{PKI: "/p", Data: "/d", Ports: ports, EtcdServers: "http://e", NATSURL: "nats://n", NATSToken: "t"}
+	env := Env{PKI: "/p", Data: "/d", Ports: ports, EtcdServers: "http://e", NATSURL: "nats://n", NATSKeys: "/d/nats-auth"}
 	for _, s := range services {
 		t.Run(s.Name, func(t *testing.T) {
 			args, err := s.Expand(env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := "--listen-address=127.0.0.1:" + strconv.Itoa(s.Port)
-			if !slices.Contains(args, want) {
-				t.Errorf("args %q lack %q", args, want)
+			for _, want := range []string{"--listen-address=127.0.0.1:" + strconv.Itoa(s.Port), "--nats-nkey-file=/d/nats-auth/" + s.Name + ".nk"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args %q lack %q", args, want)
+				}
 			}
 		})
 	}

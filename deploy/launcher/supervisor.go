@@ -83,11 +83,15 @@ var errExitedCleanly = errors.New("exited with status 0")
 
 // runOnce runs one process until it exits or ctx ends.
 func (s *supervisor) runOnce(ctx context.Context) error {
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer func() { _ = logf.Close() }()
+	// A log made by an earlier version may be open to others.
+	if err := logf.Chmod(0o600); err != nil {
+		return fmt.Errorf("restrict log: %w", err)
+	}
 	fmt.Fprintf(logf, "==== kplane-up: starting %s at %s: %s %q\n", s.name, time.Now().Format(time.RFC3339), s.path, s.args)
 
 	cmd := exec.Command(s.path, s.args...)
@@ -188,4 +192,22 @@ func (p *prober) ready(ctx context.Context) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// privateFile makes path, if missing, a file only its owner may read, and
+// restricts it if it exists: for the logs of servers that create theirs
+// open to others.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("restrict %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }

@@ -46,12 +46,15 @@ func parseKey(registry, key string) (keyParts, bool) {
 }
 
 // servedObject is a stored object as served: its bytes with
-// metadata.resourceVersion set to rev, and the version and kind its
-// apiVersion and kind name.
-func servedObject(stored []byte, rev int64) (obj []byte, version, kind string, err error) {
+// metadata.resourceVersion set to rev and the fields named by drop left
+// out, and the version and kind its apiVersion and kind name.
+func servedObject(stored []byte, rev int64, drop []string) (obj []byte, version, kind string, err error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(stored, &top); err != nil {
 		return nil, "", "", fmt.Errorf("decode stored object: %w", err)
+	}
+	for _, f := range drop {
+		delete(top, f)
 	}
 	var apiVersion string
 	if raw, ok := top["apiVersion"]; ok {
@@ -110,7 +113,11 @@ func (p *Publisher) change(typ proto.EventType, key string, stored []byte, rev i
 		e.Version, e.Kind = gvk.Version, gvk.Kind
 	}
 	if stored != nil {
-		obj, version, kind, err := servedObject(stored, rev)
+		var drop []string
+		if k.group == "" && k.resource == "secrets" && !p.o.secretData {
+			drop = []string{"data", "stringData"} // a Secret's contents
+		}
+		obj, version, kind, err := servedObject(stored, rev, drop)
 		if err != nil {
 			return message{}, false, fmt.Errorf("key %q at revision %d: %w", key, rev, err)
 		}

@@ -64,7 +64,7 @@ func TestServedObject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obj, version, kind, err := servedObject([]byte(tt.stored), 42)
+			obj, version, kind, err := servedObject([]byte(tt.stored), 42, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestServedObject(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, err := servedObject([]byte("not json"), 1); err == nil {
+	if _, _, _, err := servedObject([]byte("not json"), 1, nil); err == nil {
 		t.Error("servedObject accepted bytes that are not JSON")
 	}
 }

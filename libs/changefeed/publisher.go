@@ -52,6 +52,7 @@ type options struct {
 	pageSize            int64
 	retry               time.Duration
 	logger              *slog.Logger
+	secretData          bool
 }
 
 // Option configures a Publisher.
@@ -89,6 +90,12 @@ func WithPageSize(n int64) Option { return func(o *options) { o.pageSize = n } }
 // WithRetryInterval sets the wait before starting again after an error
 // (default one second).
 func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
+
+// WithSecretData publishes Secrets whole. Without it a Secret's event
+// carries the object without data and stringData (its metadata and type
+// only), so that reading the stream does not give away every Secret's
+// contents: with it, anyone allowed to read the stream reads them all.
+func WithSecretData() Option { return func(o *options) { o.secretData = true } }
 
 // WithLogger logs errors, resyncs and where publishing resumes.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }

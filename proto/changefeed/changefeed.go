@@ -56,7 +56,9 @@ type Event struct {
 	// Object is the object as served (JSON, apiVersion and kind set,
 	// metadata.resourceVersion equal to ResourceVersion); for DELETED, its
 	// last state. Absent on RESYNC, and on a DELETED whose last state etcd
-	// no longer had.
+	// no longer had. A core v1 Secret comes without data and stringData
+	// unless its publisher was configured to publish them (core's
+	// --change-feed-secret-data).
 	Object json.RawMessage `json:"object,omitempty"`
 }
 

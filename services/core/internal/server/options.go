@@ -45,6 +45,9 @@ type Options struct {
 	EtcdPrefix   string
 
 	NATS natsrpc.ConnOptions
+	// ChangeFeedSecretData publishes Secrets' data and stringData on the
+	// change feed; without it Secrets are published as metadata only.
+	ChangeFeedSecretData bool
 
 	// ReviewTimeout bounds the wait for authn or authz to answer a
 	// review, a token request or an escalation check.
@@ -83,6 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	nats := flag.NewFlagSet("nats", flag.ContinueOnError)
 	o.NATS.AddFlags(nats, "of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
 	fs.AddGoFlagSet(nats)
+	fs.BoolVar(&o.ChangeFeedSecretData, "change-feed-secret-data", o.ChangeFeedSecretData, "publish the data of Secrets on the change feed (default: their metadata only). Risk: whoever may read the change feed's stream then reads every Secret in the cluster, past ones included until the stream drops them")
 	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for authn or authz (over NATS) to answer a review, a token request or an RBAC escalation check")
 	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
 	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
@@ -131,8 +135,9 @@ type Config struct {
 	etcd       clientv3.Config
 	etcdPrefix string
 
-	nats          natsrpc.ConnOptions
-	reviewTimeout time.Duration
+	nats             natsrpc.ConnOptions
+	reviewTimeout    time.Duration
+	changeSecretData bool
 
 	// api is the endpoint controllers use; nil means the loopback.
 	api *restclient.Config
@@ -154,6 +159,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		etcdPrefix:         o.EtcdPrefix,
 		nats:               o.NATS,
 		reviewTimeout:      o.ReviewTimeout,
+		changeSecretData:   o.ChangeFeedSecretData,
 		compactionInterval: o.CompactionInterval,
 		log:                sc.Log,
 	}

@@ -60,9 +60,17 @@ func TestFlags(t *testing.T) {
 		"--requestheader-allowed-names=gw-a,gw-b",
 		"--compaction-interval=0",
 		"--log-format=json",
+		"--nats-nkey-file=/k/core.nk",
+		"--change-feed-secret-data",
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.NATS.NKeyFile != "/k/core.nk" || !o.ChangeFeedSecretData {
+		t.Errorf("NATS options = %+v, secret data %v", o.NATS, o.ChangeFeedSecretData)
+	}
+	if d := NewOptions(); d.ChangeFeedSecretData {
+		t.Error("the change feed publishes Secrets' data by default")
 	}
 	if len(o.EtcdServers) != 2 || o.EtcdServers[1] != "https://e2:2379" || len(o.RequestHeaderAllowedNames) != 2 || o.RequestHeaderAllowedNames[1] != "gw-b" || o.CompactionInterval != 0 || o.LogFormat != "json" {
 		t.Errorf("options = %+v", o)

@@ -266,7 +266,12 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 	for _, r := range res {
 		published[r.GroupVersionResource.GroupResource()] = r.GroupVersionResource.GroupVersion().WithKind(r.Kind)
 	}
-	p := changefeed.NewPublisher(s.etcd, js, s.cfg.etcdPrefix, changefeed.WithKinds(published), changefeed.WithLogger(s.log))
+	opts := []changefeed.Option{changefeed.WithKinds(published), changefeed.WithLogger(s.log)}
+	if s.cfg.changeSecretData {
+		s.log.Warn("the change feed carries the data of Secrets: whoever reads it reads every Secret")
+		opts = append(opts, changefeed.WithSecretData())
+	}
+	p := changefeed.NewPublisher(s.etcd, js, s.cfg.etcdPrefix, opts...)
 	s.everyReplica = append(s.everyReplica, task{name: "change feed election", run: func(ctx context.Context) error {
 		return election.Run(ctx, s.etcd, path.Join(s.cfg.etcdPrefix, "changefeed"), func(ctx context.Context, _ election.Term) error {
 			return p.Run(ctx)

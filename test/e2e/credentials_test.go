@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"encoding/pem"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"kplane.dev/deploy/launcher"
+	"kplane.dev/test/e2e/harness"
+)
+
+// TestNoCredentialsInLogsOrArgs issues credentials through a run of the
+// system (each service's NATS key, a service account token used against
+// the API, the admin's client key, the service account signing key) and
+// looks for each of them in every process's command line and, after the
+// run, in every log file, which only their owner may read.
+func TestNoCredentialsInLogsOrArgs(t *testing.T) {
+	sys := harness.Start(t)
+	const ns = "e2e-credentials"
+	createNamespace(t, sys, ns)
+	mustKubectl(t, sys, "-n", ns, "create", "serviceaccount", "robot")
+	token := strings.TrimSpace(mustKubectl(t, sys, "-n", ns, "create", "token", "robot"))
+	if _, errOut, err := sys.KubectlToken(t, token, "auth", "whoami"); err != nil {
+		t.Fatalf("kubectl auth whoami with the token: %v\n%s", err, errOut)
+	}
+	if _, _, err := sys.KubectlToken(t, token, "-n", ns, "get", "secrets"); err == nil {
+		t.Fatal("the robot lists secrets without a grant")
+	}
+	mustKubectl(t, sys, "-n", ns, "create", "secret", "generic", "s", "--from-literal=password=e2e-secret-value-1234")
+
+	secrets := map[string]string{
+		"service account token":           token,
+		"service account token signature": token[strings.LastIndex(token, ".")+1:],
+		"secret value":                    "e2e-secret-value-1234",
+	}
+	seeds, err := filepath.Glob(filepath.Join(sys.DataDir, launcher.NATSAuthDir, "*.nk"))
+	if err != nil || len(seeds) == 0 {
+		t.Fatalf("no NATS seeds under %s: %v", launcher.NATSAuthDir, err)
+	}
+	for _, f := range seeds {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets["NATS seed "+filepath.Base(f)] = strings.TrimSpace(string(b))
+	}
+	for _, key := range []string{"admin.key", "sa.key"} {
+		b, err := os.ReadFile(filepath.Join(sys.DataDir, "pki", key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(b)
+		if block == nil {
+			t.Fatalf("%s holds no PEM block", key)
+		}
+		// Each line of the key's PEM body, as a log or a flag would carry
+		// it.
+		body := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i, line := range body[1 : len(body)-1] {
+			secrets[key+" line "+strconv.Itoa(i+1)] = line
+		}
+	}
+
+	pids := map[string]int{}
+	if b, err := os.ReadFile(filepath.Join(sys.DataDir, "kplane-up.pid")); err == nil {
+		pids["kplane-up"], _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	for _, s := range launcher.Services() {
+		pids[s.Name] = sys.PID(t, s.Name)
+	}
+	for name, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			t.Fatalf("command line of %s: %v", name, err)
+		}
+		args := strings.ReplaceAll(string(b), "\x00", " ")
+		for what, secret := range secrets {
+			if strings.Contains(args, secret) {
+				t.Errorf("the command line of %s holds the %s", name, what)
+			}
+		}
+		if strings.Contains(args, "--nats-token=") {
+			t.Errorf("the command line of %s holds a NATS token: %s", name, args)
+		}
+	}
+
+	sys.Stop(t) // the shutdown's lines are logged too
+	logs := 0
+	err = filepath.WalkDir(sys.DataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
+			return err
+		}
+		logs++
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if m := info.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", path, m)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for what, secret := range secrets {
+			if strings.Contains(string(b), secret) {
+				t.Errorf("%s holds the %s", path, what)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(launcher.Services()) + 2; logs < want { // and etcd's and NATS's
+		t.Errorf("found %d log files, want at least %d", logs, want)
+	}
+}
