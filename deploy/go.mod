@@ -8,6 +8,7 @@ require (
 	go.etcd.io/etcd/server/v3 v3.7.3
 	k8s.io/client-go v0.37.2
 	kplane.dev/libs v0.0.0
+	kplane.dev/proto v0.0.0
 )
 
 require (

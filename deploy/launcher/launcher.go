@@ -19,15 +19,15 @@ import (
 
 // Paths in the data directory.
 const (
-	pkiDir         = "pki"
-	etcdDir        = "etcd"
-	natsDir        = "nats"
+	pkiDir  = "pki"
+	etcdDir = "etcd"
+	natsDir = "nats"
 	// NATSAuthDir holds the services' NKey seeds and the NATS server's
 	// configuration (kplane.dev/libs/natsauth).
 	NATSAuthDir = "nats-auth"
 	// oldNATSToken is the token every service shared before each had a
 	// key: removed, it grants nothing any more.
-	oldNATSToken = "nats.token"
+	oldNATSToken   = "nats.token"
 	logsDir        = "logs"
 	runDir         = "run"
 	launcherPID    = "kplane-up.pid"
@@ -137,11 +137,11 @@ func Run(ctx context.Context, cfg *Config) error {
 	}
 
 	env := Env{
-		PKI:         filepath.Join(cfg.dataDir, pkiDir),
-		Data:        cfg.dataDir,
-		Ports:       cfg.ports,
-		Replicas:    cfg.replicas,
-		EtcdServers: strings.Join(etcdServers, ","),
+		PKI:           filepath.Join(cfg.dataDir, pkiDir),
+		Data:          cfg.dataDir,
+		Ports:         cfg.ports,
+		Replicas:      cfg.replicas,
+		EtcdServers:   strings.Join(etcdServers, ","),
 		NATSURL:       natsURL,
 		NATSKeys:      natsKeys,
 		NATSTokenFile: cfg.natsTokenFile,
