@@ -8,6 +8,7 @@ require (
 	k8s.io/client-go v0.37.2
 	kplane.dev/deploy v0.0.0
 	kplane.dev/libs v0.0.0
+	kplane.dev/proto v0.0.0
 )
 
 require (
@@ -60,6 +61,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
+	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,17 +10,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"kplane.dev/deploy/launcher"
+	"kplane.dev/libs/natsauth"
+	"kplane.dev/proto/access"
+	"kplane.dev/proto/authn"
+	"kplane.dev/proto/authz"
 	"kplane.dev/test/e2e/harness"
 )
 
-// TestNoCredentialsInLogsOrArgs issues credentials through a run of the
-// system (each service's NATS key, a service account token used against
-// the API, the admin's client key, the service account signing key) and
-// looks for each of them in every process's command line and, after the
-// run, in every log file, which only their owner may read.
-func TestNoCredentialsInLogsOrArgs(t *testing.T) {
+// TestCredentials attacks the NATS server of a system started as make up
+// starts it, with one service's key and with none; then it issues
+// credentials through a run of the system (each service's NATS key, a
+// service account token used against the API, the admin's client key, the
+// service account signing key) and looks for each of them in every
+// process's command line and, after the run, in every log file, which only
+// their owner may read.
+func TestCredentials(t *testing.T) {
 	sys := harness.Start(t)
+	t.Run("NATS admits each service only to its own subjects", func(t *testing.T) { testNATSPermissions(t, sys) })
 	const ns = "e2e-credentials"
 	createNamespace(t, sys, ns)
 	mustKubectl(t, sys, "-n", ns, "create", "serviceaccount", "robot")
@@ -118,5 +128,47 @@ func TestNoCredentialsInLogsOrArgs(t *testing.T) {
 	}
 	if want := len(launcher.Services()) + 2; logs < want { // and etcd's and NATS's
 		t.Errorf("found %d log files, want at least %d", logs, want)
+	}
+}
+
+// testNATSPermissions connects to the launcher's NATS as the gateway and
+// tries to read or answer the reviews of authn and authz; and without a
+// key at all.
+func testNATSPermissions(t *testing.T, sys *harness.System) {
+	url := "nats://127.0.0.1:" + strconv.Itoa(sys.Ports["nats"])
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Error("NATS admits a client without credentials")
+	}
+	files := natsauth.Files{Dir: filepath.Join(sys.DataDir, launcher.NATSAuthDir)}
+	for _, try := range []struct{ subject, queue string }{
+		{"kplane.authz.>", ""},
+		{"kplane.authn.>", ""},
+		{authz.SubjectAccessReview, authz.QueueGroup},
+		{authn.SubjectTokenReview, authn.QueueGroup},
+		{"_INBOX_core.>", ""},
+	} {
+		t.Run(try.subject+" "+try.queue, func(t *testing.T) {
+			key, err := nats.NkeyOptionFromSeed(files.Seed(access.Gateway))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(url, key, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+			if err != nil {
+				t.Fatalf("connect with the gateway's key: %v", err)
+			}
+			defer nc.Close()
+			if _, err := nc.QueueSubscribeSync(try.subject, try.queue); err != nil {
+				t.Fatal(err)
+			}
+			// The server reports a violation before the pong that ends
+			// the flush.
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Errorf("subscribing with the gateway's key: error %v, want a permissions violation", err)
+			}
+		})
 	}
 }
