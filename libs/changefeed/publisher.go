@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,8 @@ func WithStream(name, subjectRoot string) Option {
 }
 
 // WithMaxAge sets how long the stream keeps a message (default one day).
+// It and the other limits apply when the publisher creates the stream; an
+// existing stream is kept as it is.
 func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
 
 // WithMaxBytes sets how large the stream may grow before it drops its
@@ -186,10 +189,14 @@ func (p *Publisher) publish(ctx context.Context) error {
 	}
 }
 
+// ensureStream creates the stream, or opens it as it is. A publisher may
+// create its stream but not change it: credentials that could update it
+// could point it at other subjects (token reviews, say) and read what it
+// stored there. An operator changes an existing stream's limits.
 func (p *Publisher) ensureStream(ctx context.Context) (jetstream.Stream, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	stream, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	want := jetstream.StreamConfig{
 		Name:        p.o.stream,
 		Description: "kplane change feed: every committed change, in commit order (see kplane.dev/proto/changefeed)",
 		Subjects:    []string{p.o.subjectRoot + ".>"},
@@ -200,9 +207,22 @@ func (p *Publisher) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 		Replicas:    p.o.replicas,
 		Storage:     jetstream.FileStorage,
 		AllowDirect: true,
-	})
+	}
+	stream, err := p.js.Stream(ctx, p.o.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if stream, err = p.js.CreateStream(ctx, want); err != nil {
+			return nil, fmt.Errorf("create stream %s: %w", p.o.stream, err)
+		}
+		return stream, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("create or update stream %s: %w", p.o.stream, err)
+		return nil, fmt.Errorf("open stream %s: %w", p.o.stream, err)
+	}
+	have := stream.CachedInfo().Config
+	if !slices.Equal(have.Subjects, want.Subjects) || have.MaxAge != want.MaxAge || have.MaxBytes != want.MaxBytes || have.Replicas != want.Replicas {
+		p.o.logger.Warn("change feed stream kept as it is, unlike the publisher's settings",
+			"stream", p.o.stream, "subjects", have.Subjects, "maxAge", have.MaxAge, "maxBytes", have.MaxBytes, "replicas", have.Replicas,
+			"wantSubjects", want.Subjects, "wantMaxAge", want.MaxAge, "wantMaxBytes", want.MaxBytes, "wantReplicas", want.Replicas)
 	}
 	return stream, nil
 }

@@ -109,6 +109,7 @@ func TestPermissionsDeny(t *testing.T) {
 		attempt{"authz publishes an access review", access.Authz, publish(authz.SubjectAccessReview)},
 		attempt{"core creates a consumer of the change feed", access.Core, publish("$JS.API.CONSUMER.CREATE." + changefeed.StreamName)},
 		attempt{"core creates a durable consumer of the change feed", access.Core, publish("$JS.API.CONSUMER.DURABLE.CREATE." + changefeed.StreamName + ".x")},
+		attempt{"core updates the change feed", access.Core, publish("$JS.API.STREAM.UPDATE." + changefeed.StreamName)},
 		attempt{"core deletes the change feed", access.Core, publish("$JS.API.STREAM.DELETE." + changefeed.StreamName)},
 		attempt{"core purges the change feed", access.Core, publish("$JS.API.STREAM.PURGE." + changefeed.StreamName)},
 		attempt{"core creates another stream", access.Core, publish("$JS.API.STREAM.CREATE.OTHER")},
@@ -212,8 +213,9 @@ func TestReplies(t *testing.T) {
 }
 
 // TestCoreChangeFeedRights makes the JetStream calls the change feed's
-// publisher makes, as core: create or update the stream, publish with an
-// expected last sequence, read the stream's state and a message.
+// publisher makes, as core: create the stream, publish with an expected
+// last sequence, read the stream's state and a message; and checks that
+// core cannot point the stream at other subjects once it exists.
 func TestCoreChangeFeedRights(t *testing.T) {
 	srv := natstest.StartWithAccess(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -222,12 +224,15 @@ func TestCoreChangeFeedRights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // create, then update
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: changefeed.StreamName, Subjects: []string{changefeed.StreamSubjects}, AllowDirect: true,
-		}); err != nil {
-			t.Fatalf("create or update the stream: %v", err)
+	cfg := jetstream.StreamConfig{Name: changefeed.StreamName, Subjects: []string{changefeed.StreamSubjects}, AllowDirect: true}
+	for range 2 { // creating again the same is no error
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("create the stream: %v", err)
 		}
+	}
+	cfg.Subjects = append(cfg.Subjects, authn.SubjectTokenReview)
+	if _, err := js.CreateStream(ctx, cfg); err == nil {
+		t.Error("core made the change feed's stream store token reviews")
 	}
 	f, err := js.PublishMsgAsync(&nats.Msg{Subject: changefeed.Subject("", "v1", "configmaps"), Data: []byte("{}")}, jetstream.WithExpectLastSequence(0))
 	if err != nil {

@@ -61,13 +61,13 @@ func (s Service) ClientName() string { return "kplane-" + s.Name }
 // subscribe below it.
 func (s Service) InboxPrefix() string { return "_INBOX_" + s.Name }
 
-// StreamAPI are the JetStream API subjects that manage and read the stream
-// called name without creating consumers: create, update, info, and
-// reading one message (direct or not).
+// StreamAPI are the JetStream API subjects a stream's publisher calls:
+// create the stream, read its state and one message (direct or not). Not
+// update: whoever may update a stream may point it at other subjects and
+// read what it stores; nor consumers, delete or purge.
 func StreamAPI(name string) []string {
 	return []string{
 		"$JS.API.STREAM.CREATE." + name,
-		"$JS.API.STREAM.UPDATE." + name,
 		"$JS.API.STREAM.INFO." + name,
 		"$JS.API.STREAM.MSG.GET." + name,
 		"$JS.API.DIRECT.GET." + name,
