@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"crypto/rand"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,9 +24,15 @@ type Server struct {
 	URL string
 	srv *server.Server
 	// creds, for a server started by StartWithAccess, are the services'
-	// credentials.
-	creds *natsauth.Files
+	// credentials, and observer the password of the test's own user.
+	creds    *natsauth.Files
+	observer string
 }
+
+// observerUser is the user a test connects as on a server started by
+// StartWithAccess when it connects as no service: it may do anything, as
+// an operator's tools may.
+const observerUser = "natstest-observer"
 
 // Option changes the server's options before it starts.
 type Option func(*server.Options)
@@ -37,10 +44,12 @@ func Start(t testing.TB, opts ...Option) *Server {
 	return start(t, &server.Options{}, opts)
 }
 
-// StartWithAccess runs a NATS server with JetStream that admits only
-// kplane's services, each with its own NKey and the permissions of
+// StartWithAccess runs a NATS server with JetStream that admits kplane's
+// services, each with its own NKey and the permissions of
 // kplane.dev/proto/access, from a configuration generated as the launcher
-// generates it; ConnectAs and ConnOptions connect as one of them.
+// generates it; ConnectAs and ConnOptions connect as one of them. Connect
+// and JetStream connect as a user of the test's own that may do anything,
+// to observe what the services do.
 func StartWithAccess(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	files, err := natsauth.Ensure(filepath.Join(t.TempDir(), "auth"), access.Services())
@@ -51,8 +60,10 @@ func StartWithAccess(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("load NATS configuration %s: %v", files.Config(), err)
 	}
+	password := rand.Text()
+	o.Users = append(o.Users, &server.User{Username: observerUser, Password: password})
 	s := start(t, o, opts)
-	s.creds = &files
+	s.creds, s.observer = &files, password
 	return s
 }
 
@@ -83,7 +94,11 @@ func start(t testing.TB, o *server.Options, opts []Option) *Server {
 // Connect returns a connection to the server, closed when the test ends.
 func (s *Server) Connect(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, nats.Name(t.Name()))
+	opts := []nats.Option{nats.Name(t.Name())}
+	if s.observer != "" {
+		opts = append(opts, nats.UserInfo(observerUser, s.observer))
+	}
+	nc, err := nats.Connect(s.URL, opts...)
 	if err != nil {
 		t.Fatalf("connect to embedded nats server: %v", err)
 	}

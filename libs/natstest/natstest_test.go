@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"kplane.dev/libs/natstest"
+	"kplane.dev/proto/access"
 )
 
 func TestJetStreamStoresAndReplays(t *testing.T) {
@@ -34,5 +36,23 @@ func TestServersAreIndependent(t *testing.T) {
 	a, b := natstest.Start(t), natstest.Start(t)
 	if a.URL == b.URL {
 		t.Fatalf("two servers share %s", a.URL)
+	}
+}
+
+// TestStartWithAccess checks that the services' server refuses a client
+// without credentials and admits a service and the test's observer.
+func TestStartWithAccess(t *testing.T) {
+	srv := natstest.StartWithAccess(t)
+	if nc, err := nats.Connect(srv.URL); err == nil {
+		nc.Close()
+		t.Error("a client without credentials connected")
+	}
+	if !srv.ConnectAs(t, access.Core).IsConnected() {
+		t.Error("core is not connected")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := srv.JetStream(t).CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}}); err != nil {
+		t.Errorf("the observer creates a stream: %v", err)
 	}
 }

@@ -143,3 +143,15 @@ func ByClientName(clientName string) (Service, bool) {
 	}
 	return Service{}, false
 }
+
+// ServedBy returns the service that subscribes to subject, and how.
+func ServedBy(subject string) (Service, Subscription, bool) {
+	for _, s := range Services() {
+		for _, sub := range s.Subscribe {
+			if sub.Subject == subject {
+				return s, sub, true
+			}
+		}
+	}
+	return Service{}, Subscription{}, false
+}

@@ -57,4 +57,7 @@ func TestLookup(t *testing.T) {
 	if _, ok := access.Lookup("nope"); ok {
 		t.Error("Lookup(nope) found a row")
 	}
+	if s, sub, ok := access.ServedBy("kplane.authz.subjectaccessreview"); !ok || s.Name != access.Authz || sub.Queue != "kplane-authz" {
+		t.Errorf("ServedBy(access review) = %v, %v, %v", s.Name, sub, ok)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/natstest"
+	"kplane.dev/proto/access"
 	"kplane.dev/services/core/internal/server"
 )
 
@@ -39,7 +40,8 @@ type Cluster struct {
 	Etcd       *etcdtest.Server
 	EtcdClient *clientv3.Client
 	Certs      *Certs
-	// NATS is the embedded NATS server; nil without Options.NATS.
+	// NATS is the embedded NATS server, admitting each service with its
+	// own key and permissions; nil without Options.NATS.
 	NATS     *natstest.Server
 	Replicas []*Replica
 }
@@ -69,7 +71,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	etcd := etcdtest.Start(t, etcdtest.WithProgressNotifyInterval(100*time.Millisecond))
 	c := &Cluster{Etcd: etcd, EtcdClient: etcd.Client(t), Certs: NewCerts(t)}
 	if o.NATS {
-		c.NATS = natstest.Start(t)
+		c.NATS = natstest.StartWithAccess(t)
 	}
 	for range n {
 		c.Replicas = append(c.Replicas, c.start(t, o.Modify))
@@ -90,7 +92,7 @@ func (c *Cluster) Options() *server.Options {
 	o.EtcdServers = []string{c.Etcd.Endpoint}
 	o.ShutdownTimeout = 10 * time.Second
 	if c.NATS != nil {
-		o.NATS.URL = c.NATS.URL
+		o.NATS = c.NATS.ConnOptions(access.Core)
 	}
 	return o
 }

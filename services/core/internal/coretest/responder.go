@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/proto/access"
 )
 
 // Answer stands in for authn or authz on subject of c's NATS until the
@@ -18,8 +19,14 @@ func Answer[In any](t testing.TB, c *Cluster, subject string, answer func(in *In
 	if c.NATS == nil {
 		t.Fatal("answer on NATS: the cluster runs without NATS")
 	}
-	nc := c.NATS.Connect(t)
-	sub, err := natsrpc.Serve(nc, subject, "coretest", slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+	svc, sub, ok := access.ServedBy(subject)
+	if !ok {
+		t.Fatalf("answer on NATS: no service serves %s in kplane.dev/proto/access", subject)
+	}
+	// As the service that answers it, so that core's requests meet the
+	// permissions they meet in an installation.
+	nc := c.NATS.ConnectAs(t, svc.Name)
+	s, err := natsrpc.Serve(nc, subject, sub.Queue, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
 		in := new(In)
 		if err := json.Unmarshal(payload, in); err != nil {
 			return nil, err
@@ -33,5 +40,5 @@ func Answer[In any](t testing.TB, c *Cluster, subject string, answer func(in *In
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	t.Cleanup(func() { _ = s.Unsubscribe() })
 }
