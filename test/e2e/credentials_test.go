@@ -129,6 +129,45 @@ func TestCredentials(t *testing.T) {
 	if want := len(launcher.Services()) + 2; logs < want { // and etcd's and NATS's
 		t.Errorf("found %d log files, want at least %d", logs, want)
 	}
+
+	t.Run("deleting a seed and starting again rotates that key", func(t *testing.T) { testRotateNATSKey(t, sys) })
+}
+
+// testRotateNATSKey deletes the gateway's NATS seed of a stopped system and
+// starts it again: the gateway works with a new key, and the old one is
+// refused.
+func testRotateNATSKey(t *testing.T, sys *harness.System) {
+	files := natsauth.Files{Dir: filepath.Join(sys.DataDir, launcher.NATSAuthDir)}
+	old := filepath.Join(t.TempDir(), "old.nk")
+	if err := os.Rename(files.Seed(access.Gateway), old); err != nil {
+		t.Fatal(err)
+	}
+	sys.Relaunch(t)
+	// The token request goes from core to authn over NATS, its review
+	// from the gateway to authn.
+	token := strings.TrimSpace(mustKubectl(t, sys, "-n", "e2e-credentials", "create", "token", "robot"))
+	if _, errOut, err := sys.KubectlToken(t, token, "auth", "whoami"); err != nil {
+		t.Errorf("kubectl auth whoami with a token after the rotation: %v\n%s", err, errOut)
+	}
+	b, err := os.ReadFile(files.Seed(access.Gateway))
+	if err != nil {
+		t.Fatalf("no new seed: %v", err)
+	}
+	ob, err := os.ReadFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) == string(ob) {
+		t.Fatal("the gateway's seed is the same after the rotation")
+	}
+	key, err := nats.NkeyOptionFromSeed(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect("nats://127.0.0.1:"+strconv.Itoa(sys.Ports["nats"]), key); err == nil {
+		nc.Close()
+		t.Error("NATS admits the gateway's old key")
+	}
 }
 
 // testNATSPermissions connects to the launcher's NATS as the gateway and
