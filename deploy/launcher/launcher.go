@@ -19,15 +19,9 @@ import (
 
 // Paths in the data directory.
 const (
-	pkiDir  = "pki"
-	etcdDir = "etcd"
-	natsDir = "nats"
-	// NATSAuthDir holds the services' NKey seeds and the NATS server's
-	// configuration (kplane.dev/libs/natsauth).
-	NATSAuthDir = "nats-auth"
-	// oldNATSToken is the token every service shared before each had a
-	// key: removed, it grants nothing any more.
-	oldNATSToken   = "nats.token"
+	pkiDir         = "pki"
+	etcdDir        = "etcd"
+	natsDir        = "nats"
 	logsDir        = "logs"
 	runDir         = "run"
 	launcherPID    = "kplane-up.pid"
@@ -35,6 +29,12 @@ const (
 	// PoliciesDir holds operator Rego policies that authz loads and
 	// reloads on change.
 	PoliciesDir = "policies"
+	// NATSAuthDir holds the services' NKey seeds and the NATS server's
+	// configuration (kplane.dev/libs/natsauth).
+	NATSAuthDir = "nats-auth"
+	// oldNATSToken is the token every service shared before each had a
+	// key: removed, it grants nothing any more.
+	oldNATSToken = "nats.token"
 )
 
 // ServiceKubeconfig is the kubeconfig of the service called name, for a
