@@ -109,6 +109,8 @@ func TestPermissionsDeny(t *testing.T) {
 		attempt{"authz publishes an access review", access.Authz, publish(authz.SubjectAccessReview)},
 		attempt{"core creates a consumer of the change feed", access.Core, publish("$JS.API.CONSUMER.CREATE." + changefeed.StreamName)},
 		attempt{"core creates a durable consumer of the change feed", access.Core, publish("$JS.API.CONSUMER.DURABLE.CREATE." + changefeed.StreamName + ".x")},
+		attempt{"core pulls from a consumer of the change feed", access.Core, publish("$JS.API.CONSUMER.MSG.NEXT." + changefeed.StreamName + ".x")},
+		attempt{"core lists the consumers of the change feed", access.Core, publish("$JS.API.CONSUMER.LIST." + changefeed.StreamName)},
 		attempt{"core updates the change feed", access.Core, publish("$JS.API.STREAM.UPDATE." + changefeed.StreamName)},
 		attempt{"core deletes the change feed", access.Core, publish("$JS.API.STREAM.DELETE." + changefeed.StreamName)},
 		attempt{"core purges the change feed", access.Core, publish("$JS.API.STREAM.PURGE." + changefeed.StreamName)},
