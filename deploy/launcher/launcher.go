@@ -55,6 +55,17 @@ func LogFile(dataDir, name string) string {
 	return filepath.Join(dataDir, logsDir, name+".log")
 }
 
+// NATSAuth makes or refreshes the NATS credentials of the installation in
+// dataDir: a key per service (kept if present) and the server's
+// configuration, in NATSAuthDir. Run calls it; `kplane-up nats-auth` calls
+// it alone, for a NATS server the launcher does not run.
+func NATSAuth(dataDir string) (natsauth.Files, error) {
+	if err := os.Remove(filepath.Join(dataDir, oldNATSToken)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return natsauth.Files{}, fmt.Errorf("remove the old shared NATS token: %w", err)
+	}
+	return natsauth.Ensure(filepath.Join(dataDir, NATSAuthDir), access.Services())
+}
+
 // Run starts the installation cfg describes and keeps it running until
 // ctx ends or a service keeps failing; then it stops every service in
 // reverse order, then NATS, then etcd.
@@ -115,10 +126,7 @@ func Run(ctx context.Context, cfg *Config) error {
 
 	natsURL, natsKeys := cfg.natsURL, ""
 	if natsURL == "" {
-		if err := os.Remove(filepath.Join(cfg.dataDir, oldNATSToken)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove the old shared NATS token: %w", err)
-		}
-		auth, err := natsauth.Ensure(filepath.Join(cfg.dataDir, NATSAuthDir), access.Services())
+		auth, err := NATSAuth(cfg.dataDir)
 		if err != nil {
 			return err
 		}

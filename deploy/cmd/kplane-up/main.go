@@ -1,6 +1,8 @@
 // Command kplane-up runs kplane on this machine: `kplane-up` starts every
-// service with an embedded etcd and NATS until Ctrl-C, and `kplane-up down`
-// stops one running on the same data directory.
+// service with an embedded etcd and NATS until Ctrl-C, `kplane-up down`
+// stops one running on the same data directory, and `kplane-up nats-auth`
+// only writes the services' NATS keys and the NATS server's configuration,
+// for a NATS server run otherwise.
 package main
 
 import (
@@ -28,7 +30,7 @@ func run() error {
 	opts := launcher.NewOptions(launcher.Services(), os.LookupEnv)
 	fs := pflag.NewFlagSet("kplane-up", pflag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: kplane-up [flags] [down]")
+		fmt.Fprintln(os.Stderr, "usage: kplane-up [flags] [down | nats-auth]")
 		fs.PrintDefaults()
 	}
 	opts.AddFlags(fs)
@@ -44,6 +46,13 @@ func run() error {
 	case "":
 	case "down":
 		return launcher.Down(ctx, opts.DataDir, opts.StopGrace)
+	case "nats-auth":
+		files, err := launcher.NATSAuth(opts.DataDir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("NATS server configuration: %s\nservice keys (--nats-nkey-file): %s\n", files.Config(), files.Seed("<service>"))
+		return nil
 	default:
 		return fmt.Errorf("unknown command %q", fs.Arg(0))
 	}
