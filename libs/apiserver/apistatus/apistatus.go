@@ -1,6 +1,7 @@
 package apistatus
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -88,13 +89,20 @@ func Status(err error) *metav1.Status {
 	return &st
 }
 
+// NoRoute is kube-apiserver's answer to a path its router has no route
+// for: 404 NotFound, "the server could not find the requested resource",
+// with empty details.
+func NoRoute() *apierrors.StatusError {
+	return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+}
+
 // fromHTTPError covers what echo itself rejects before a handler runs:
 // unknown routes, wrong methods and oversized bodies.
 func fromHTTPError(he *echo.HTTPError) *metav1.Status {
 	var err *apierrors.StatusError
 	switch he.Code {
 	case http.StatusNotFound:
-		err = apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "the server could not find the requested resource", 0, false)
+		err = NoRoute()
 	case http.StatusMethodNotAllowed:
 		err = apierrors.NewMethodNotSupported(schema.GroupResource{}, "")
 	case http.StatusRequestEntityTooLarge:
@@ -107,10 +115,27 @@ func fromHTTPError(he *echo.HTTPError) *metav1.Status {
 	return &st
 }
 
-// Write sends err to the client as a JSON metav1.Status with its code.
-func Write(c echo.Context, err error) error {
+// WriteHTTP sends err to the client as kube's JSON metav1.Status with its
+// code: every service answers errors through it, so a wrapped API error
+// keeps its code everywhere.
+func WriteHTTP(w http.ResponseWriter, err error) error {
 	st := Status(err)
-	return c.JSON(int(st.Code), st)
+	body, merr := json.Marshal(st)
+	if merr != nil {
+		return fmt.Errorf("encode status: %w", merr)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(int(st.Code))
+	if _, werr := w.Write(append(body, '\n')); werr != nil {
+		return fmt.Errorf("write status: %w", werr)
+	}
+	return nil
+}
+
+// Write is WriteHTTP for an echo handler.
+func Write(c echo.Context, err error) error {
+	return WriteHTTP(c.Response(), err)
 }
 
 // HTTPErrorHandler is an echo.HTTPErrorHandler that answers every error

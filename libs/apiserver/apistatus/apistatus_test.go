@@ -3,6 +3,7 @@ package apistatus_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -73,5 +74,54 @@ func TestEchoErrorsBecomeStatuses(t *testing.T) {
 		if rec.Code != tc.code || st.Reason != tc.reason || st.Kind != "Status" {
 			t.Errorf("%s %s: got %d %+v, want %d %s", tc.method, tc.path, rec.Code, st, tc.code, tc.reason)
 		}
+	}
+}
+
+// TestWriteHTTPKeepsWrappedCodes writes errors as every service does: an
+// API error wrapped on its way up keeps its code and reason.
+func TestWriteHTTPKeepsWrappedCodes(t *testing.T) {
+	cases := []struct {
+		name    string
+		err     error
+		code    int
+		reason  metav1.StatusReason
+		message string
+	}{
+		{"plain", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "a", errors.New("no")), 403, metav1.StatusReasonForbidden, `configmaps "a" is forbidden: no`},
+		{"wrapped", fmt.Errorf("decide review: %w", apierrors.NewServiceUnavailable("authz is down")), 503, metav1.StatusReasonServiceUnavailable, "authz is down"},
+		{"wrapped twice", fmt.Errorf("a: %w", fmt.Errorf("b: %w", apierrors.NewBadRequest("bad"))), 400, metav1.StatusReasonBadRequest, "bad"},
+		{"not an API error", errors.New("boom"), 500, metav1.StatusReasonInternalError, "Internal error occurred: boom"},
+		{"no route", apistatus.NoRoute(), 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			if err := apistatus.WriteHTTP(rec, tc.err); err != nil {
+				t.Fatal(err)
+			}
+			var st metav1.Status
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatalf("body %q is not a Status: %v", rec.Body, err)
+			}
+			if rec.Code != tc.code || int(st.Code) != tc.code || st.Reason != tc.reason || st.Message != tc.message || st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure {
+				t.Errorf("got %d %+v, want %d %s %q", rec.Code, st, tc.code, tc.reason, tc.message)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+}
+
+// TestNoRouteIsKubesBody is byte for byte what kube-apiserver's router
+// answers for a path it has no route for.
+func TestNoRouteIsKubesBody(t *testing.T) {
+	rec := httptest.NewRecorder()
+	if err := apistatus.WriteHTTP(rec, apistatus.NoRoute()); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}` + "\n"
+	if got := rec.Body.String(); got != want {
+		t.Errorf("body\n%s\nwant\n%s", got, want)
 	}
 }

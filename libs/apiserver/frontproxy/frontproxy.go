@@ -2,25 +2,15 @@ package frontproxy
 
 import (
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kplane.dev/libs/apiserver/apistatus"
-)
-
-// The identity headers the gateway sets, as kube's front proxy names them.
-const (
-	UserHeader        = "X-Remote-User"
-	UIDHeader         = "X-Remote-Uid"
-	GroupHeader       = "X-Remote-Group"
-	ExtraHeaderPrefix = "X-Remote-Extra-"
 )
 
 // ClientName is the CN of the gateway's client certificate, the name
@@ -32,8 +22,8 @@ const ClientName = "front-proxy-client"
 type Options struct {
 	// ClientCA verifies the front proxy's client certificate.
 	ClientCA *x509.CertPool
-	// AllowedNames are the CNs a front proxy certificate may carry; empty
-	// accepts any client certificate ClientCA verifies, as kube does.
+	// AllowedNames are the CNs a front proxy certificate may carry; at
+	// least one is required.
 	AllowedNames []string
 	// Logger receives why requests are refused, at debug level; nil
 	// discards.
@@ -45,19 +35,27 @@ type Options struct {
 type Authenticator struct {
 	ca      *x509.CertPool
 	allowed []string
+	headers Headers
 	log     *slog.Logger
 }
+
+// ErrNoAllowedNames refuses a front proxy configuration that would take
+// identity headers from any certificate its CA signed.
+var ErrNoAllowedNames = errors.New("front proxy authenticator: at least one allowed client certificate name is required; without one any certificate of the client CA could name any user")
 
 // New returns the Authenticator o describes.
 func New(o Options) (*Authenticator, error) {
 	if o.ClientCA == nil {
 		return nil, errors.New("front proxy authenticator: a client CA is required")
 	}
+	if !slices.ContainsFunc(o.AllowedNames, func(n string) bool { return strings.TrimSpace(n) != "" }) {
+		return nil, ErrNoAllowedNames
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Authenticator{ca: o.ClientCA, allowed: slices.Clone(o.AllowedNames), log: log}, nil
+	return &Authenticator{ca: o.ClientCA, allowed: slices.Clone(o.AllowedNames), headers: DefaultHeaders(), log: log}, nil
 }
 
 // Wrap returns next behind the authenticator: next sees only requests from
@@ -66,10 +64,12 @@ func New(o Options) (*Authenticator, error) {
 func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.authenticate(r)
-		stripIdentity(r.Header)
+		StripClientIdentity(r.Header)
 		if err != nil {
 			a.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-			unauthorized(w)
+			if werr := apistatus.WriteHTTP(w, apierrors.NewUnauthorized("Unauthorized")); werr != nil {
+				a.log.Debug("write refusal", "err", werr)
+			}
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), u)))
@@ -77,97 +77,16 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 }
 
 func (a *Authenticator) authenticate(r *http.Request) (*User, error) {
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return nil, errors.New("no client certificate")
-	}
-	certs := r.TLS.PeerCertificates
-	intermediates := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		intermediates.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{
-		Roots:         a.ca,
-		Intermediates: intermediates,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
+	cert, err := VerifyClient(r, a.ca)
+	if err != nil {
 		return nil, err
 	}
-	if len(a.allowed) > 0 && !slices.Contains(a.allowed, certs[0].Subject.CommonName) {
-		return nil, errors.New("client certificate CN " + certs[0].Subject.CommonName + " is not an allowed front proxy name")
+	if err := CheckAllowedName(cert, a.allowed); err != nil {
+		return nil, err
 	}
-	return identity(r.Header)
-}
-
-// identity reads the user from h as kube's requestheader authenticator
-// does: the first non-blank user, every non-blank group, and extras keyed
-// by the lowercased, percent-decoded rest of the header name.
-func identity(h http.Header) (*User, error) {
-	u := &User{}
-	for _, v := range h.Values(UserHeader) {
-		if strings.TrimSpace(v) != "" {
-			u.Name = v
-			break
-		}
-	}
-	if u.Name == "" {
+	u := a.headers.Read(r.Header)
+	if u == nil {
 		return nil, errors.New("no " + UserHeader + " header")
 	}
-	for _, v := range h.Values(UIDHeader) {
-		if strings.TrimSpace(v) != "" {
-			u.UID = v
-			break
-		}
-	}
-	for _, v := range h.Values(GroupHeader) {
-		if strings.TrimSpace(v) != "" {
-			u.Groups = append(u.Groups, v)
-		}
-	}
-	for name, values := range h {
-		if !isExtra(name) {
-			continue
-		}
-		key, err := url.PathUnescape(strings.ToLower(name[len(ExtraHeaderPrefix):]))
-		if err != nil {
-			return nil, errors.New("malformed extra header " + name)
-		}
-		if u.Extra == nil {
-			u.Extra = map[string][]string{}
-		}
-		u.Extra[key] = append(u.Extra[key], values...)
-	}
 	return u, nil
-}
-
-// stripIdentity removes the identity headers, so nothing past the
-// authenticator can read an identity it did not vouch for.
-func stripIdentity(h http.Header) {
-	h.Del(UserHeader)
-	h.Del(UIDHeader)
-	h.Del(GroupHeader)
-	for name := range h {
-		if isExtra(name) {
-			delete(h, name)
-		}
-	}
-}
-
-// isExtra matches in any case: a header map filled by hand need not hold
-// canonical names.
-func isExtra(name string) bool {
-	return len(name) > len(ExtraHeaderPrefix) && strings.EqualFold(name[:len(ExtraHeaderPrefix)], ExtraHeaderPrefix)
-}
-
-// unauthorized writes kube-apiserver's 401 body.
-func unauthorized(w http.ResponseWriter) {
-	st := apistatus.Status(apierrors.NewUnauthorized("Unauthorized"))
-	body, err := json.Marshal(st)
-	if err != nil {
-		http.Error(w, "Unauthorized", http.StatusUnauthorized)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write(body)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 
 	"io"
 	"net/http"
@@ -165,22 +166,12 @@ func TestAuthenticator(t *testing.T) {
 	}
 }
 
-func TestAnyNameWhenNoneAreAllowed(t *testing.T) {
+func TestAllowedNamesAreRequired(t *testing.T) {
 	c := newCerts(t)
-	hs := startTLS(t, c, nil)
-	for name, cert := range map[string]*pki.Cert{"gateway": c.gateway, "other CN": c.wrongCN} {
-		t.Run(name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, hs.URL+"/", nil)
-			req.Header.Set("X-Remote-User", "carol")
-			resp, err := client(c, cert).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("status %d, want 200", resp.StatusCode)
-			}
-		})
+	for _, names := range [][]string{nil, {}, {""}, {" "}} {
+		if _, err := frontproxy.New(frontproxy.Options{ClientCA: c.ca.Pool(), AllowedNames: names}); !errors.Is(err, frontproxy.ErrNoAllowedNames) {
+			t.Errorf("New with allowed names %q: err = %v, want ErrNoAllowedNames", names, err)
+		}
 	}
 }
 

@@ -47,7 +47,7 @@ func (l *loopback) RoundTrip(req *http.Request) (*http.Response, error) {
 	if r.Body == nil {
 		r.Body = http.NoBody
 	}
-	stripIdentity(r.Header)
+	StripClientIdentity(r.Header)
 
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, body: pw, started: make(chan struct{})}

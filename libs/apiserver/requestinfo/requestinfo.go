@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
-	"k8s.io/apimachinery/pkg/fields"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -29,8 +31,17 @@ type Info struct {
 	Resource    string
 	Subresource string
 	Name        string
-	// Parts are the path segments after the version (and after watch/).
+	// Parts are the path segments after the version (and after watch/),
+	// and after namespaces/<ns>/ when that names the namespace the
+	// resource lives in.
 	Parts []string
+	// WatchPath is true for the legacy /watch/ paths.
+	WatchPath bool
+	// InNamespace is true when the path puts the resource under a
+	// namespace (/namespaces/<ns>/<resource>...). It is false for the
+	// paths of a namespace itself (/api/v1/namespaces/<name>[/status]),
+	// whose Namespace kube fills with the namespace's own name.
+	InNamespace bool
 }
 
 // GroupVersionResource returns the request's group, version and resource.
@@ -85,6 +96,7 @@ func Parse(method string, u *url.URL) *Info {
 	if parts[0] == "watch" {
 		// Legacy watch paths: /api/v1/watch/namespaces/x/configmaps.
 		verb = "watch"
+		info.WatchPath = true
 		parts = parts[1:]
 	}
 	info.Verb = verb
@@ -94,6 +106,7 @@ func Parse(method string, u *url.URL) *Info {
 			info.Namespace = parts[1]
 			if len(parts) > 2 && !namespaceSubresources[parts[2]] {
 				parts = parts[2:]
+				info.InNamespace = true
 			}
 		}
 	}
@@ -108,16 +121,16 @@ func Parse(method string, u *url.URL) *Info {
 		info.Resource = parts[0]
 	}
 
-	query := u.Query()
 	if info.Name == "" && info.Verb == "get" {
+		opts := ListOptions(u.Query())
 		info.Verb = "list"
-		if isTrue(query.Get("watch")) {
+		if opts.Watch {
 			info.Verb = "watch"
 		}
 		// A list or watch selecting one name by field selector is about
 		// that name, which lets authorization by resourceNames allow it.
-		if sel, err := fields.ParseSelector(query.Get("fieldSelector")); err == nil {
-			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+		if opts.FieldSelector != nil {
+			if name, ok := opts.FieldSelector.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
 				info.Name = name
 			}
 		}
@@ -128,10 +141,26 @@ func Parse(method string, u *url.URL) *Info {
 	return info
 }
 
-// isTrue reads a boolean query parameter the way the API's query
-// conversion does.
-func isTrue(s string) bool {
-	return s == "true" || s == "1"
+// ListOptions reads a collection GET's query as kube's RequestInfoFactory
+// does, to tell a list from a watch: decoded by the meta.k8s.io parameter
+// codec, where a boolean is false only for "0" and "false" (in any case)
+// and anything else, a bare ?watch included, is true. A query the codec
+// refuses reads as empty options except for watch, read by the same rule. The gateway authorizes and the storage services serve by this
+// one reading, so a request authorized as a list is never served as a
+// watch.
+func ListOptions(q url.Values) *metainternalversion.ListOptions {
+	opts := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(q, metav1.SchemeGroupVersion, opts); err != nil {
+		opts = &metainternalversion.ListOptions{}
+		if values := q["watch"]; len(values) > 0 {
+			switch strings.ToLower(values[0]) {
+			case "false", "0":
+			default:
+				opts.Watch = true
+			}
+		}
+	}
+	return opts
 }
 
 func splitPath(p string) []string {
@@ -141,7 +170,3 @@ func splitPath(p string) []string {
 	}
 	return strings.Split(p, "/")
 }
-
-// WatchRequested reports whether a request's query asks for a watch
-// (?watch=true), for handlers serving a list path.
-func WatchRequested(q url.Values) bool { return isTrue(q.Get("watch")) }

@@ -75,3 +75,81 @@ func TestNonResourceKeepsMethodAsVerb(t *testing.T) {
 		t.Fatalf("got %+v", i)
 	}
 }
+
+// TestWatchParameter reads ?watch as kube's RequestInfoFactory does: the
+// query codec's booleans, and on a query it refuses, kube's fallback.
+func TestWatchParameter(t *testing.T) {
+	cases := []struct {
+		query string
+		watch bool
+	}{
+		{"watch=yes", true},
+		{"watch=1", true},
+		{"watch=true", true},
+		{"watch=TRUE", true},
+		{"watch=t", true},
+		{"watch", true},
+		{"watch=", true},
+		{"watch=false", false},
+		{"watch=FALSE", false},
+		{"watch=0", false},
+		// The codec reads only "0" and "false" as false
+		// (runtime.Convert_Slice_string_To_bool): "f" is a watch.
+		{"watch=f", true},
+		{"watch=F", true},
+		{"", false},
+		{"watch=false&watch=true", false},
+		// A query the codec refuses: kube then reads watch alone, and
+		// only "false" and "0" are false.
+		{"watch=yes&labelSelector=a%20in", true},
+		{"watch=f&labelSelector=a%20in", true},
+		{"watch=false&labelSelector=a%20in", false},
+		{"watch=0&limit=x", false},
+		{"labelSelector=a%20in", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			u := &url.URL{Path: "/api/v1/namespaces/ns/configmaps", RawQuery: tc.query}
+			info := requestinfo.Parse(http.MethodGet, u)
+			want := "list"
+			if tc.watch {
+				want = "watch"
+			}
+			if info.Verb != want {
+				t.Errorf("verb %q, want %q", info.Verb, want)
+			}
+			if got := requestinfo.ListOptions(u.Query()).Watch; got != tc.watch {
+				t.Errorf("ListOptions watch = %v, want %v", got, tc.watch)
+			}
+		})
+	}
+}
+
+// TestPathShape records how the path placed the resource, which request
+// info's other fields cannot tell: /api/v1/namespaces/x/namespaces/y and
+// /api/v1/namespaces/y differ only here.
+func TestPathShape(t *testing.T) {
+	cases := []struct {
+		path                   string
+		inNamespace, watchPath bool
+		parts                  []string
+	}{
+		{"/api/v1/namespaces", false, false, []string{"namespaces"}},
+		{"/api/v1/namespaces/x", false, false, []string{"namespaces", "x"}},
+		{"/api/v1/namespaces/x/status", false, false, []string{"namespaces", "x", "status"}},
+		{"/api/v1/namespaces/x/namespaces", true, false, []string{"namespaces"}},
+		{"/api/v1/namespaces/x/namespaces/y", true, false, []string{"namespaces", "y"}},
+		{"/api/v1/namespaces/x/configmaps/y", true, false, []string{"configmaps", "y"}},
+		{"/api/v1/configmaps/y", false, false, []string{"configmaps", "y"}},
+		{"/api/v1/watch/namespaces/x/configmaps", true, true, []string{"configmaps"}},
+		{"/api/v1/watch/namespaces/x", false, true, []string{"namespaces", "x"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.path, func(t *testing.T) {
+			i := requestinfo.Parse(http.MethodGet, &url.URL{Path: tc.path})
+			if i.InNamespace != tc.inNamespace || i.WatchPath != tc.watchPath || !reflect.DeepEqual(i.Parts, tc.parts) {
+				t.Errorf("InNamespace %v WatchPath %v Parts %q, want %v %v %q", i.InNamespace, i.WatchPath, i.Parts, tc.inNamespace, tc.watchPath, tc.parts)
+			}
+		})
+	}
+}

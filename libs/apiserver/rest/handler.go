@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/patch"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/apiserver/resource"
@@ -75,9 +76,13 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 
 // Serve answers a request for this handler's resource.
 func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
-	if !h.r.Namespaced && info.Resource == "namespaces" && info.APIGroup == "" {
-		// /api/v1/namespaces/x names namespace x itself; request info
-		// reads x as the namespace too, which a cluster-scoped object has not.
+	if err := h.route(info); err != nil {
+		return err
+	}
+	if !h.r.Namespaced && info.Namespace != "" {
+		// Only /api/v1/namespaces/<name> gets here with a namespace:
+		// request info names the namespace itself as its namespace, as
+		// kube's does, and a cluster-scoped object has none.
 		scoped := *info
 		scoped.Namespace = ""
 		info = &scoped
@@ -86,7 +91,7 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	case "":
 	case "status":
 		if !h.r.Subresources.Status {
-			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+			return apistatus.NoRoute()
 		}
 		switch info.Verb {
 		case "get", "update", "patch":
@@ -95,7 +100,7 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 		}
 	case "finalize":
 		if !h.r.Subresources.Finalize {
-			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+			return apistatus.NoRoute()
 		}
 		if info.Verb != "update" {
 			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
@@ -103,23 +108,15 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	default:
 		a, ok := h.actions[info.Subresource]
 		if !ok {
-			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
+			return apistatus.NoRoute()
 		}
 		if info.Verb != "create" {
 			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
-		}
-		if h.r.Namespaced != (info.Namespace != "") {
-			return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
 		}
 		return a.createUnstored(c, info)
 	}
 	if !h.allows(info.Verb) {
 		return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
-	}
-	if h.r.Namespaced != (info.Namespace != "") && !(info.Namespace == "" && (info.Verb == "list" || info.Verb == "watch")) {
-		// A cluster-scoped resource under /namespaces/x, or a namespaced
-		// object addressed without its namespace.
-		return apierrors.NewNotFound(h.r.GroupResource(), info.Name)
 	}
 	if !h.r.Stored() {
 		return h.createUnstored(c, info)

@@ -26,10 +26,10 @@ func (h *Handler) listOptions(query url.Values, info *requestinfo.Info) (*metain
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if info.Verb == "watch" {
-		// /watch/ paths are watches without ?watch=true.
-		opts.Watch = true
-	}
+	// The verb is what the gateway authorized: request info read ?watch
+	// by the same rule (requestinfo.ListOptions), and /watch/ paths are
+	// watches without it.
+	opts.Watch = info.Verb == "watch"
 	// WatchList is on in the kube versions clients are built against: a
 	// watch from "now" starts with the current state.
 	metainternalversion.SetListOptionsDefaults(opts, true)

@@ -44,10 +44,6 @@ func (h *Handler) list(c echo.Context, info *requestinfo.Info) error {
 	if err != nil {
 		return err
 	}
-	if opts.Watch {
-		// ?watch=1 and other spellings request info does not read.
-		return h.serveWatch(c, info, opts)
-	}
 	res, err := h.store.List(c.Request().Context(), h.collectionPrefix(info), storage.ListOptions{
 		ResourceVersion:      opts.ResourceVersion,
 		ResourceVersionMatch: opts.ResourceVersionMatch,

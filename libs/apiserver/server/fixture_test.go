@@ -72,12 +72,18 @@ type fixture struct {
 
 func newFixture(t testing.TB, kind storeKind, extra ...server.Routes) *fixture {
 	t.Helper()
+	return newFixtureOf(t, kind, resources(t), extra...)
+}
+
+// newFixtureOf is a fixture serving res.
+func newFixtureOf(t testing.TB, kind storeKind, res []*resource.Resource, extra ...server.Routes) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	etcd := etcdtest.Start(t, etcdtest.WithProgressNotifyInterval(100*time.Millisecond))
 	client := etcd.Client(t)
 	f := &fixture{t: t, ctx: ctx, etcd: client, stores: map[schema.GroupVersionResource]*countingStore{}, keys: map[schema.GroupVersionResource]storage.Keys{}}
-	f.res = resources(t)
+	f.res = res
 
 	prefix := fmt.Sprintf("/%s", t.Name())
 	base := server.EtcdStores(client, prefix, nil)

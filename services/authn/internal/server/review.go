@@ -10,7 +10,9 @@ import (
 	"github.com/labstack/echo/v4"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/frontproxy"
 
 	"kplane.dev/services/authn/internal/authenticator"
 )
@@ -86,31 +88,21 @@ func (s *Server) serveTokenReview(ctx context.Context, payload []byte) ([]byte, 
 // TokenReview has the same fields.
 func (s *Server) httpTokenReview(c echo.Context) error {
 	r := c.Request()
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		return writeStatus(c, apierrors.NewUnauthorized("Unauthorized"))
+	if _, err := frontproxy.VerifyClient(r, s.cfg.serving.ClientCA); err != nil {
+		s.log.Debug("token review refused", "remote", r.RemoteAddr, "err", err)
+		return apistatus.Write(c, apierrors.NewUnauthorized("Unauthorized"))
 	}
 	var tr authenticationv1.TokenReview
 	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, maxReviewBytes)).Decode(&tr); err != nil {
-		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("decode TokenReview: %v", err)))
+		return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("decode TokenReview: %v", err)))
 	}
 	apiVersion := tr.APIVersion
 	out, err := s.review(r.Context(), &tr)
 	if err != nil {
-		return writeStatus(c, err)
+		return apistatus.Write(c, err)
 	}
 	if apiVersion == "authentication.k8s.io/v1beta1" {
 		out.APIVersion = apiVersion
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// writeStatus writes err as kube's metav1.Status body.
-func writeStatus(c echo.Context, err error) error {
-	var se apierrors.APIStatus
-	if !errors.As(err, &se) {
-		se = apierrors.NewInternalError(err)
-	}
-	st := se.Status()
-	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	return c.JSON(int(st.Code), st)
 }

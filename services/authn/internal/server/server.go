@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,10 +82,6 @@ func New(cfg *Config) (*Server, error) {
 	}
 	s.shutdown = cfg.serving.NewShutdown(s.drainNATS)
 	s.http = cfg.serving.NewServer(s.handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	// Health and metrics are open; the webhook handler checks that a
-	// certificate was presented and reads its verified chains, which
-	// only a handshake that verifies them fills in.
-	s.http.TLSConfig.ClientAuth = tls.VerifyClientCertIfGiven
 	if s.ln, err = cfg.serving.Listen(); err != nil {
 		return nil, err
 	}

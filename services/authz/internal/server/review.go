@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/proto/authz"
 	"kplane.dev/services/authz/internal/authorizer"
 )
@@ -164,53 +165,25 @@ func (r *reviewer) rulesReview(ctx context.Context, payload []byte) ([]byte, err
 // --client-ca-file.
 func (s *Server) serveWebhook(c echo.Context) error {
 	req := c.Request()
-	if !s.verifiedClient(req) {
-		return writeStatus(c, apierrors.NewUnauthorized("a client certificate of the client CA is required"))
+	if _, err := frontproxy.VerifyClient(req, s.cfg.serving.ClientCA); err != nil {
+		s.log.Debug("subject access review refused", "remote", req.RemoteAddr, "err", err)
+		return apistatus.Write(c, apierrors.NewUnauthorized("a client certificate of the client CA is required"))
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxReviewBytes))
 	if err != nil {
-		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("read body: %v", err)))
+		return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("read body: %v", err)))
 	}
 	var review authorizationv1.SubjectAccessReview
 	if err := json.Unmarshal(body, &review); err != nil {
-		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err)))
+		return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err)))
 	}
 	if gv := authorizationv1.SchemeGroupVersion.String(); review.APIVersion != gv || review.Kind != "SubjectAccessReview" {
-		return writeStatus(c, apierrors.NewBadRequest(fmt.Sprintf("want a %s SubjectAccessReview, got %s %s", gv, review.APIVersion, review.Kind)))
+		return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("want a %s SubjectAccessReview, got %s %s", gv, review.APIVersion, review.Kind)))
 	}
 	s.reviews.inflight.add(1)
 	defer s.reviews.inflight.add(-1)
 	if err := s.reviews.decide(req.Context(), &review); err != nil {
-		return writeStatus(c, err)
+		return apistatus.Write(c, err)
 	}
 	return c.JSON(http.StatusOK, &review)
-}
-
-// verifiedClient reports whether the caller presented a client
-// certificate that --client-ca-file verifies.
-func (s *Server) verifiedClient(req *http.Request) bool {
-	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
-		return false
-	}
-	intermediates := x509.NewCertPool()
-	for _, c := range req.TLS.PeerCertificates[1:] {
-		intermediates.AddCert(c)
-	}
-	_, err := req.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{
-		Roots:         s.cfg.serving.ClientCA,
-		Intermediates: intermediates,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	return err == nil
-}
-
-// writeStatus answers with err as kube's Status.
-func writeStatus(c echo.Context, err error) error {
-	var status apierrors.APIStatus = apierrors.NewInternalError(err)
-	if s, ok := err.(apierrors.APIStatus); ok {
-		status = s
-	}
-	st := status.Status()
-	st.APIVersion, st.Kind = "v1", "Status"
-	return c.JSON(int(st.Code), &st)
 }

@@ -77,7 +77,7 @@ func NewOptions() *Options {
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Options.AddFlags(fs)
-	fs.StringSliceVar(&o.RequestHeaderAllowedNames, "requestheader-allowed-names", o.RequestHeaderAllowedNames, "common names the gateway's client certificate may carry; an empty list accepts any certificate --client-ca-file verifies")
+	fs.StringSliceVar(&o.RequestHeaderAllowedNames, "requestheader-allowed-names", o.RequestHeaderAllowedNames, "common names the gateway's client certificate may carry; at least one is required")
 	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "etcd client URLs")
 	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "PEM CA bundle that verifies etcd's serving certificate")
 	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "PEM client certificate for etcd")
@@ -96,6 +96,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() []error {
 	errs := o.Options.Validate()
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(o.RequestHeaderAllowedNames) == 0 {
+		add("--requestheader-allowed-names: at least one name is required; an empty list would let any certificate --client-ca-file verifies name any user")
+	}
 	for _, n := range o.RequestHeaderAllowedNames {
 		if strings.TrimSpace(n) == "" {
 			add("--requestheader-allowed-names: empty name")

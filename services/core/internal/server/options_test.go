@@ -31,6 +31,7 @@ func TestValidate(t *testing.T) {
 			"--requestheader-allowed-names: empty name", `--etcd-servers: "127.0.0.1:2379"`, "--etcd-certfile and --etcd-keyfile go together",
 			"--etcd-prefix", "NATS credentials come from one of", "need --nats-url", "--review-timeout", "--compaction-interval",
 		}},
+		{name: "no allowed front proxy names", modify: func(o *Options) { o.RequestHeaderAllowedNames = nil }, want: []string{"--requestheader-allowed-names: at least one name is required"}},
 		{name: "no etcd", modify: func(o *Options) { o.EtcdServers = nil }, want: []string{"--etcd-servers is required"}},
 		{name: "prefix ending in a slash", modify: func(o *Options) { o.EtcdPrefix = "/kplane/" }, want: []string{"--etcd-prefix"}},
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -57,15 +56,12 @@ const (
 var errInvalidToken = errors.New("invalid bearer token")
 
 // RequestHeader configures kube's request-header authenticator: a client
-// certificate of ClientCA, with one of AllowedNames as CN when any are
-// given, vouches for the user named in the headers.
+// certificate of ClientCA with one of AllowedNames as CN vouches for the
+// user named in Headers.
 type RequestHeader struct {
-	ClientCA            *x509.CertPool
-	AllowedNames        []string
-	UsernameHeaders     []string
-	UIDHeaders          []string
-	GroupHeaders        []string
-	ExtraHeaderPrefixes []string
+	ClientCA     *x509.CertPool
+	AllowedNames []string
+	Headers      frontproxy.Headers
 }
 
 // Options configure an Authenticator.
@@ -162,22 +158,11 @@ func withAuthenticated(u *frontproxy.User) *frontproxy.User {
 // verify checks r's client certificate against pool for client auth and
 // returns it; nil without a certificate.
 func verify(r *http.Request, pool *x509.CertPool) (*x509.Certificate, error) {
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+	cert, err := frontproxy.VerifyClient(r, pool)
+	if errors.Is(err, frontproxy.ErrNoClientCertificate) {
 		return nil, nil
 	}
-	certs := r.TLS.PeerCertificates
-	intermediates := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		intermediates.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{
-		Roots:         pool,
-		Intermediates: intermediates,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return nil, fmt.Errorf("verify client certificate %q: %w", certs[0].Subject.CommonName, err)
-	}
-	return certs[0], nil
+	return cert, err
 }
 
 func (a *Authenticator) x509(r *http.Request) (*frontproxy.User, error) {
@@ -200,79 +185,15 @@ func (a *Authenticator) requestHeader(r *http.Request) (*frontproxy.User, error)
 	if err != nil || cert == nil {
 		return nil, err
 	}
-	if len(rh.AllowedNames) > 0 && !slices.Contains(rh.AllowedNames, cert.Subject.CommonName) {
-		return nil, fmt.Errorf("client certificate CN %q is not one of the request-header allowed names", cert.Subject.CommonName)
+	if err := frontproxy.CheckAllowedName(cert, rh.AllowedNames); err != nil {
+		return nil, err
 	}
-	name := firstValue(r.Header, rh.UsernameHeaders)
-	if name == "" {
+	u := rh.Headers.Read(r.Header)
+	if u == nil {
 		return nil, nil
 	}
-	u := &frontproxy.User{
-		Name:   name,
-		UID:    firstValue(r.Header, rh.UIDHeaders),
-		Groups: allValues(r.Header, rh.GroupHeaders),
-		Extra:  extra(r.Header, rh.ExtraHeaderPrefixes),
-	}
-	clearHeaders(r.Header, rh)
+	rh.Headers.Strip(r.Header)
 	return u, nil
-}
-
-// firstValue is the first non-empty value of the first header of names
-// that has one, as kube reads the user and uid.
-func firstValue(h http.Header, names []string) string {
-	for _, n := range names {
-		if v := h.Get(n); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func allValues(h http.Header, names []string) []string {
-	var out []string
-	for _, n := range names {
-		for _, v := range h.Values(n) {
-			if v != "" {
-				out = append(out, v)
-			}
-		}
-	}
-	return out
-}
-
-// extra reads the headers of prefixes into extras keyed by the lowercase,
-// percent-decoded rest of the header name.
-func extra(h http.Header, prefixes []string) map[string][]string {
-	var out map[string][]string
-	for _, p := range prefixes {
-		p = strings.ToLower(p)
-		for name, vs := range h {
-			lower := strings.ToLower(name)
-			if !strings.HasPrefix(lower, p) || len(lower) == len(p) {
-				continue
-			}
-			key := unescape(lower[len(p):])
-			if out == nil {
-				out = map[string][]string{}
-			}
-			out[key] = append(out[key], vs...)
-		}
-	}
-	return out
-}
-
-func clearHeaders(h http.Header, rh *RequestHeader) {
-	for _, n := range slices.Concat(rh.UsernameHeaders, rh.UIDHeaders, rh.GroupHeaders) {
-		h.Del(n)
-	}
-	for _, p := range rh.ExtraHeaderPrefixes {
-		p = strings.ToLower(p)
-		for name := range h {
-			if strings.HasPrefix(strings.ToLower(name), p) {
-				delete(h, name)
-			}
-		}
-	}
 }
 
 // bearer reads the Authorization header as kube does: "Bearer <token>",
@@ -400,13 +321,4 @@ func clone(u *frontproxy.User) *frontproxy.User {
 		}
 	}
 	return &c
-}
-
-// unescape decodes a percent-encoded extra key; a malformed one is kept
-// as sent, as kube records it.
-func unescape(key string) string {
-	if k, err := url.PathUnescape(key); err == nil {
-		return k
-	}
-	return key
 }

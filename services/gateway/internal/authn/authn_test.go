@@ -74,12 +74,9 @@ func (f *fixture) authenticator(t *testing.T, anonymous bool) *authn.Authenticat
 	return authn.New(f.nats.Connect(t), authn.Options{
 		ClientCA: f.clientCA.Pool(),
 		RequestHeader: &authn.RequestHeader{
-			ClientCA:            f.proxyCA.Pool(),
-			AllowedNames:        []string{"front-proxy-client"},
-			UsernameHeaders:     []string{"X-Remote-User"},
-			UIDHeaders:          []string{"X-Remote-Uid"},
-			GroupHeaders:        []string{"X-Remote-Group"},
-			ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
+			ClientCA:     f.proxyCA.Pool(),
+			AllowedNames: []string{"front-proxy-client"},
+			Headers:      frontproxy.DefaultHeaders(),
 		},
 		Audiences: []string{authn.DefaultAudience},
 		Anonymous: anonymous,

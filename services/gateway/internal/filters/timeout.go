@@ -2,7 +2,6 @@ package filters
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -88,10 +87,7 @@ func (f *Filters) serveWithin(ctx context.Context, c echo.Context, next echo.Han
 	// A handler that answered nothing by the deadline gets the 504, even
 	// if it returned as the deadline passed: its error is the deadline's.
 	if !started {
-		st := apistatus.Status(apierrors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout - %v", ctx.Err()), 0))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusGatewayTimeout)
-		if err := json.NewEncoder(w).Encode(st); err != nil {
+		if err := apistatus.WriteHTTP(w, apierrors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout - %v", ctx.Err()), 0)); err != nil {
 			f.log.Debug("write timeout status", "err", err)
 		}
 		if fl, ok := w.(http.Flusher); ok {

@@ -40,7 +40,7 @@ type Backend struct {
 }
 
 // Client is an HTTP client of b. Requests sent through it still need the
-// front proxy identity headers (proxy.SetIdentity) to pass a backend's
+// front proxy identity headers (frontproxy.SetHeaders) to pass a backend's
 // authentication.
 func (b *Backend) Client(timeout time.Duration) *http.Client {
 	return &http.Client{Transport: b.Transport, Timeout: timeout}

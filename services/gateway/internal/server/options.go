@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
 	"kplane.dev/libs/serving"
@@ -254,18 +257,19 @@ type RequestHeaderOptions struct {
 // conventionally set; with no --requestheader-client-ca-file they are
 // not read.
 func defaultRequestHeader() RequestHeaderOptions {
+	h := frontproxy.DefaultHeaders()
 	return RequestHeaderOptions{
-		UsernameHeaders:     []string{"X-Remote-User"},
-		UIDHeaders:          []string{"X-Remote-Uid"},
-		GroupHeaders:        []string{"X-Remote-Group"},
-		ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
+		UsernameHeaders:     h.User,
+		UIDHeaders:          h.UID,
+		GroupHeaders:        h.Group,
+		ExtraHeaderPrefixes: h.ExtraPrefixes,
 	}
 }
 
 // AddFlags binds o to fs with kube-apiserver's flag names.
 func (o *RequestHeaderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCAFile, "requestheader-client-ca-file", o.ClientCAFile, "PEM CA bundle that verifies the client certificates of front proxies; their request headers then name the user (empty: request headers are not read)")
-	fs.StringSliceVar(&o.AllowedNames, "requestheader-allowed-names", o.AllowedNames, "client certificate common names a front proxy may have; empty allows any certificate --requestheader-client-ca-file verifies")
+	fs.StringSliceVar(&o.AllowedNames, "requestheader-allowed-names", o.AllowedNames, "client certificate common names a front proxy may have; required with --requestheader-client-ca-file")
 	fs.StringSliceVar(&o.UsernameHeaders, "requestheader-username-headers", o.UsernameHeaders, "request headers to read the user name from; the first one set wins")
 	fs.StringSliceVar(&o.UIDHeaders, "requestheader-uid-headers", o.UIDHeaders, "request headers to read the user's uid from; the first one set wins")
 	fs.StringSliceVar(&o.GroupHeaders, "requestheader-group-headers", o.GroupHeaders, "request headers to read the user's groups from, every value of every one")
@@ -277,10 +281,20 @@ func (o *RequestHeaderOptions) Validate() []error {
 	if o.ClientCAFile == "" {
 		return nil
 	}
+	var errs []error
 	if len(o.UsernameHeaders) == 0 {
-		return []error{errors.New("--requestheader-username-headers: at least one header is required with --requestheader-client-ca-file")}
+		errs = append(errs, errors.New("--requestheader-username-headers: at least one header is required with --requestheader-client-ca-file"))
 	}
-	return nil
+	if !slices.ContainsFunc(o.AllowedNames, func(n string) bool { return strings.TrimSpace(n) != "" }) {
+		errs = append(errs, errors.New("--requestheader-allowed-names: at least one name is required with --requestheader-client-ca-file; an empty list would let any certificate that CA verifies name any user"))
+	}
+	for _, n := range o.AllowedNames {
+		if strings.TrimSpace(n) == "" {
+			errs = append(errs, errors.New("--requestheader-allowed-names: empty name"))
+			break
+		}
+	}
+	return errs
 }
 
 // config loads the CA of o; nil when request headers are not read.
@@ -293,12 +307,14 @@ func (o *RequestHeaderOptions) config() (*authn.RequestHeader, error) {
 		return nil, fmt.Errorf("load --requestheader-client-ca-file: %w", err)
 	}
 	return &authn.RequestHeader{
-		ClientCA:            ca,
-		AllowedNames:        o.AllowedNames,
-		UsernameHeaders:     o.UsernameHeaders,
-		UIDHeaders:          o.UIDHeaders,
-		GroupHeaders:        o.GroupHeaders,
-		ExtraHeaderPrefixes: o.ExtraHeaderPrefixes,
+		ClientCA:     ca,
+		AllowedNames: slices.Clone(o.AllowedNames),
+		Headers: frontproxy.Headers{
+			User:          o.UsernameHeaders,
+			UID:           o.UIDHeaders,
+			Group:         o.GroupHeaders,
+			ExtraPrefixes: o.ExtraHeaderPrefixes,
+		},
 	}, nil
 }
 

@@ -28,6 +28,11 @@ func TestFlags(t *testing.T) {
 			check: func(o *server.Options) bool {
 				return o.Filters.ShutdownDelay == 5*time.Second && o.ShutdownTimeout == 7*time.Second
 			}},
+		{name: "request-header CA without allowed names", args: []string{"--tls-cert-file=c", "--tls-private-key-file=k", "--requestheader-client-ca-file=ca.crt"},
+			want: []string{"--requestheader-allowed-names: at least one name is required with --requestheader-client-ca-file"}},
+		{name: "request-header CA with an empty allowed name", args: []string{"--tls-cert-file=c", "--tls-private-key-file=k", "--requestheader-client-ca-file=ca.crt", "--requestheader-allowed-names="},
+			want: []string{"--requestheader-allowed-names: at least one name is required"}},
+		{name: "request-header CA with allowed names", args: []string{"--tls-cert-file=c", "--tls-private-key-file=k", "--requestheader-client-ca-file=ca.crt", "--requestheader-allowed-names=front-proxy-client"}},
 		{name: "bad serving flags", args: []string{"--listen-address=6443", "--tls-cert-file=c", "--shutdown-timeout=0s", "--log-format=xml"},
 			want: []string{"--listen-address", "--tls-cert-file and --tls-private-key-file are required", "--shutdown-timeout: must be positive", "--log-format"}},
 	}

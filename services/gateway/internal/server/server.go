@@ -362,7 +362,7 @@ func groupVersion(path string) (schema.GroupVersion, bool) {
 func asUser(rt http.RoundTripper, u frontproxy.User) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
-		proxy.SetIdentity(r.Header, &u)
+		frontproxy.SetHeaders(r.Header, &u)
 		return rt.RoundTrip(r)
 	})
 }
