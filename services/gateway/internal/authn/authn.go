@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -88,6 +89,16 @@ type Authenticator struct {
 	opts    Options
 	log     *slog.Logger
 	reviews *cache.LRUExpireCache
+	// generation counts flushes, so that a review started before one is
+	// not cached after it.
+	generation atomic.Uint64
+}
+
+// Flush forgets every cached token review, as when the reviews that would
+// have told of a revocation may have been missed.
+func (a *Authenticator) Flush() {
+	a.generation.Add(1)
+	a.reviews.RemoveAll(func(any) bool { return true })
 }
 
 // New returns the authenticator o describes, reviewing tokens over nc.
@@ -281,6 +292,7 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 	if v, ok := a.reviews.Get(key); ok {
 		return clone(v.(*frontproxy.User)), nil
 	}
+	generation := a.generation.Load()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	review := &authenticationv1.TokenReview{
@@ -306,7 +318,10 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 		}
 		u.Extra[k] = slices.Clone(v)
 	}
-	a.reviews.Add(key, clone(u), tokenCacheTTL)
+	// A review answered across a flush may be stale: used, not kept.
+	if a.generation.Load() == generation {
+		a.reviews.Add(key, clone(u), tokenCacheTTL)
+	}
 	return u, nil
 }
 

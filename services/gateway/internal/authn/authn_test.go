@@ -236,3 +236,22 @@ func TestTokenCache(t *testing.T) {
 		t.Error("revoked token accepted after the cache TTL")
 	}
 }
+
+// TestTokenCacheFlush forgets a cached success at once, as the gateway
+// does when its NATS connection drops.
+func TestTokenCacheFlush(t *testing.T) {
+	f := newFixture(t)
+	a := f.authenticator(t, true)
+	auth := func() error {
+		_, err := a.Authenticate(request(nil, http.Header{"Authorization": {"Bearer good"}}))
+		return err
+	}
+	if err := auth(); err != nil {
+		t.Fatal(err)
+	}
+	f.valid.Store(false)
+	a.Flush()
+	if err := auth(); err == nil {
+		t.Errorf("revoked token accepted from the cache after a flush (%d reviews)", f.reviews.Load())
+	}
+}

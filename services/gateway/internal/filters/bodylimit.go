@@ -1,30 +1,45 @@
 package filters
 
 import (
-	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kplane.dev/libs/apiserver/apistatus"
-	"kplane.dev/libs/apiserver/requestinfo"
 )
 
-// BodyLimit answers 413 to a write whose body is larger than the limit,
-// before it is proxied, with kube's Status. A body of unknown length
-// (chunked) is read into memory up to the limit to learn its size;
-// streaming requests are not limited.
+// BodyLimit bounds the body of every request the gateway forwards, as
+// kube bounds every body it reads, whatever the method or transfer
+// encoding, and streams it rather than holding it:
+//
+//   - GET and HEAD (watches included) have their body dropped unread, as
+//     kube never reads one: the request is answered as if it came without
+//     a body, and no byte of it is forwarded.
+//   - A declared Content-Length over the limit is kube's 413 at once.
+//   - A body of unknown length (chunked) is passed on as it arrives and
+//     fails with kube's 413 Status error once it passes the limit; the
+//     proxy answers that error as the 413 it is.
+//
+// Long-running requests (exec, attach, port-forward, proxy) stream for as
+// long as the client wants, as in kube, and are not limited.
 func (f *Filters) BodyLimit() echo.MiddlewareFunc {
 	limit := f.cfg.MaxRequestBodyBytes
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		if limit == 0 {
-			return next
-		}
 		return func(c echo.Context) error {
 			r := c.Request()
-			if !limitsBody(f.info(c)) || r.Body == nil {
+			if r.Body == nil || r.Body == http.NoBody {
+				return next(c)
+			}
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				// The server discards what is left of the body once the
+				// handler returns, within the request's read deadline.
+				r.Body, r.ContentLength, r.TransferEncoding = http.NoBody, 0, nil
+				return next(c)
+			}
+			if limit == 0 || LongRunning(f.info(c)) {
 				return next(c)
 			}
 			tooLarge := apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
@@ -32,30 +47,38 @@ func (f *Filters) BodyLimit() echo.MiddlewareFunc {
 				return apistatus.Write(c, tooLarge)
 			}
 			if r.ContentLength < 0 {
-				body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-				if err != nil {
-					return apistatus.Write(c, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err)))
-				}
-				if int64(len(body)) > limit {
-					return apistatus.Write(c, tooLarge)
-				}
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				r.ContentLength = int64(len(body))
+				// A declared length is enforced by the server itself.
+				r.Body = &limitedBody{ReadCloser: r.Body, remaining: limit, tooLarge: tooLarge}
 			}
 			return next(c)
 		}
 	}
 }
 
-// limitsBody reports whether a request's body is a write that kube reads
-// whole, and so limits.
-func limitsBody(info *requestinfo.Info) bool {
-	if !info.IsResourceRequest || LongRunning(info) {
-		return false
+// limitedBody passes a body on until more than its limit has been read,
+// then fails every read with the 413 error.
+type limitedBody struct {
+	io.ReadCloser
+	// remaining is how many more bytes may be read; below zero once the
+	// limit is passed.
+	remaining int64
+	tooLarge  error
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.remaining < 0 {
+		return 0, b.tooLarge
 	}
-	switch info.Verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
+	// One byte past the limit tells a body at the limit from a longer one.
+	if int64(len(p)) > b.remaining+1 {
+		p = p[:b.remaining+1]
 	}
-	return false
+	n, err := b.ReadCloser.Read(p)
+	b.remaining -= int64(n)
+	if b.remaining < 0 {
+		// The request fails as a whole; what was read with the extra
+		// byte is not passed on.
+		return 0, b.tooLarge
+	}
+	return n, err
 }

@@ -14,6 +14,10 @@ const (
 	DefaultRequestTimeout              = 60 * time.Second
 	// DefaultMaxRequestBodyBytes is kube's limit on the body of a write.
 	DefaultMaxRequestBodyBytes = 3 << 20
+	// DefaultMaxLongRunningRequestsPerUser bounds one user's open watches
+	// and other long-running requests: far more than a controller opens,
+	// far fewer than would starve everyone else.
+	DefaultMaxLongRunningRequestsPerUser = 500
 	// DefaultShutdownTimeout bounds the wait for requests in flight at
 	// shutdown, as kube's server config does.
 	DefaultShutdownTimeout = 60 * time.Second
@@ -34,8 +38,12 @@ type Config struct {
 	// RequestTimeout is the longest a request that is not long-running
 	// may take, and the cap on its ?timeout=.
 	RequestTimeout time.Duration
-	// MaxRequestBodyBytes limits the body of a write; 0 means no limit.
+	// MaxRequestBodyBytes limits the body of every request but the
+	// long-running ones; 0 means no limit.
 	MaxRequestBodyBytes int64
+	// MaxLongRunningRequestsPerUser limits the watches and other
+	// long-running requests one user has open at once; 0 means no limit.
+	MaxLongRunningRequestsPerUser int
 	// ShutdownDelay is how long the server keeps serving, with readiness
 	// failing, before it stops accepting requests, so that load balancers
 	// see it unready first.
@@ -47,11 +55,12 @@ type Config struct {
 // DefaultConfig is kube-apiserver's configuration.
 func DefaultConfig() Config {
 	return Config{
-		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
-		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
-		RequestTimeout:              DefaultRequestTimeout,
-		MaxRequestBodyBytes:         DefaultMaxRequestBodyBytes,
-		ShutdownTimeout:             DefaultShutdownTimeout,
+		MaxRequestsInFlight:           DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight:   DefaultMaxMutatingRequestsInFlight,
+		RequestTimeout:                DefaultRequestTimeout,
+		MaxRequestBodyBytes:           DefaultMaxRequestBodyBytes,
+		MaxLongRunningRequestsPerUser: DefaultMaxLongRunningRequestsPerUser,
+		ShutdownTimeout:               DefaultShutdownTimeout,
 	}
 }
 
@@ -64,7 +73,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout,
 		"the longest a request may take before it times out, except watches and other long-running requests; also the cap on ?timeout=")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-resource-write-bytes", c.MaxRequestBodyBytes,
-		"the limit on the body of a write request; 0 means no limit")
+		"the limit on the body of a request (the bodies of GET and HEAD are never read; exec, attach, port-forward and proxy stream unlimited); 0 means no limit")
+	fs.IntVar(&c.MaxLongRunningRequestsPerUser, "max-long-running-requests-per-user", c.MaxLongRunningRequestsPerUser,
+		"the maximum number of watches and other long-running requests one user may have open at once, beyond which kube's 429 answers; system:masters is not limited; 0 means no limit")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay-duration", c.ShutdownDelay,
 		"how long to keep serving, with /readyz failing, after a shutdown signal")
 }
@@ -83,6 +94,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.MaxRequestBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("--max-resource-write-bytes must not be negative, got %d", c.MaxRequestBodyBytes))
+	}
+	if c.MaxLongRunningRequestsPerUser < 0 {
+		errs = append(errs, fmt.Errorf("--max-long-running-requests-per-user must not be negative, got %d", c.MaxLongRunningRequestsPerUser))
 	}
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration must not be negative, got %s", c.ShutdownDelay))

@@ -16,6 +16,7 @@ type Filters struct {
 	cfg        Config
 	info       InfoFunc
 	privileged func(echo.Context) bool
+	userName   func(echo.Context) string
 	log        *slog.Logger
 	clock      clock.Clock
 	metrics    *metrics
@@ -23,6 +24,9 @@ type Filters struct {
 	// readOnly and mutating hold a token per request in flight; nil when
 	// unlimited.
 	readOnly, mutating chan struct{}
+	// longRunning counts each user's long-running requests; nil when
+	// unlimited.
+	longRunning *userSlots
 }
 
 // Option configures New.
@@ -37,6 +41,12 @@ func WithRequestInfo(info InfoFunc) Option { return func(f *Filters) { f.info = 
 // get an answer.
 func WithPrivileged(privileged func(echo.Context) bool) Option {
 	return func(f *Filters) { f.privileged = privileged }
+}
+
+// WithUserName sets how the filters name a request's user, for the
+// per-user limit of long-running requests; without it that limit is off.
+func WithUserName(name func(echo.Context) string) Option {
+	return func(f *Filters) { f.userName = name }
 }
 
 // WithLogger sets the logger; the default discards.
@@ -64,6 +74,9 @@ func New(cfg Config, reg prometheus.Registerer, opts ...Option) (*Filters, error
 	}
 	if cfg.MaxMutatingRequestsInFlight > 0 {
 		f.mutating = make(chan struct{}, cfg.MaxMutatingRequestsInFlight)
+	}
+	if cfg.MaxLongRunningRequestsPerUser > 0 {
+		f.longRunning = &userSlots{limit: cfg.MaxLongRunningRequestsPerUser, open: map[string]int{}}
 	}
 	m, err := newMetrics(reg, f.readOnly, f.mutating)
 	if err != nil {

@@ -2,6 +2,7 @@ package filters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -39,6 +40,14 @@ func (f *Filters) Timeout() echo.MiddlewareFunc {
 			ctx, cancel := context.WithTimeout(r.Context(), timeout)
 			defer cancel()
 			c.SetRequest(r.WithContext(ctx))
+			// A body that trickles in must not hold the request, and the
+			// max-in-flight slot it holds, past its deadline: reading it
+			// fails then. What the server discards of a body nobody read
+			// is bounded by the same deadline.
+			deadline, _ := ctx.Deadline()
+			if err := http.NewResponseController(c.Response().Writer).SetReadDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				f.log.Debug("set request read deadline", "err", err)
+			}
 			return f.serveWithin(ctx, c, next)
 		}
 	}
@@ -87,7 +96,7 @@ func (f *Filters) serveWithin(ctx context.Context, c echo.Context, next echo.Han
 	// A handler that answered nothing by the deadline gets the 504, even
 	// if it returned as the deadline passed: its error is the deadline's.
 	if !started {
-		if err := apistatus.WriteHTTP(w, apierrors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout - %v", ctx.Err()), 0)); err != nil {
+		if err := apistatus.WriteHTTP(w, apierrors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout - %v", timeoutCause(ctx)), 0)); err != nil {
 			f.log.Debug("write timeout status", "err", err)
 		}
 		if fl, ok := w.(http.Flusher); ok {
@@ -115,6 +124,16 @@ func (f *Filters) serveWithin(ctx context.Context, c echo.Context, next echo.Han
 	}
 	resp.Status, resp.Committed = http.StatusGatewayTimeout, true
 	return nil
+}
+
+// timeoutCause is why ctx ended: its deadline once that has passed, even
+// when the server cancelled the request first, as an HTTP/1 connection
+// does when the read deadline, which is the same instant, fires.
+func timeoutCause(ctx context.Context) error {
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return ctx.Err()
 }
 
 func finish(res handlerResult) error {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,15 @@ func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client is gone; nobody reads an answer.
+				return
+			}
+			// The request's own body may fail it: a body over the
+			// gateway's limit carries kube's 413.
+			var st apierrors.APIStatus
+			if errors.As(err, &st) {
+				if werr := apistatus.WriteHTTP(w, err); werr != nil {
+					log.Debug("write request error", "err", werr)
+				}
 				return
 			}
 			log.Warn("backend unreachable", "method", r.Method, "path", r.URL.Path, "err", err)

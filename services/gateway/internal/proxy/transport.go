@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -73,9 +72,12 @@ func (t *Transport) Replicas() []*url.URL { return slices.Clone(t.replicas) }
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := int(t.next.Add(1) - 1)
 	idempotent := retriable(r)
-	body, err := replayableBody(r, idempotent)
-	if err != nil {
-		return nil, err
+	// The body streams to the replica, never held in memory: a request
+	// whose connection could not be made has not read a byte of it, so
+	// it goes to the next replica as it is.
+	var body *unsentBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &unsentBody{body: r.Body}
 	}
 	var errs []error
 	for i := range t.replicas {
@@ -84,33 +86,52 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.URL.Scheme, out.URL.Host = u.Scheme, u.Host
 		out.Host = ""
 		if body != nil {
-			out.Body = io.NopCloser(bytes.NewReader(body))
-			out.ContentLength = int64(len(body))
+			out.Body = body
 		}
 		resp, err := t.base.RoundTrip(out)
 		if err == nil {
 			return resp, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", u.Host, err))
-		if r.Context().Err() != nil || !(idempotent || notSent(err)) {
+		if r.Context().Err() != nil || !(idempotent || notSent(err) && !body.started()) {
 			break
+		}
+	}
+	if body != nil && !body.started() {
+		// A RoundTrip closes the body it was given, which no attempt
+		// did.
+		if err := body.body.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close request body: %w", err))
 		}
 	}
 	return nil, errors.Join(errs...)
 }
 
-// replayableBody reads the body of a request that may have to be sent to
-// a second replica. The gateway's body limit has bounded it already.
-func replayableBody(r *http.Request, idempotent bool) ([]byte, error) {
-	if idempotent || r.Body == nil || r.Body == http.NoBody || len(r.Header.Values("Upgrade")) > 0 {
-		return nil, nil
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
-	}
-	return body, r.Body.Close()
+// unsentBody is a request body that may be offered to several replicas
+// until one reads it: closing it before any read leaves it for the next
+// attempt.
+type unsentBody struct {
+	body io.ReadCloser
+	// read is set by the first read; from then on the body belongs to
+	// that attempt.
+	read atomic.Bool
 }
+
+func (b *unsentBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.body.Read(p)
+}
+
+func (b *unsentBody) Close() error {
+	if !b.read.Load() {
+		return nil
+	}
+	return b.body.Close()
+}
+
+// started reports whether an attempt has begun reading b; a nil b never
+// does.
+func (b *unsentBody) started() bool { return b != nil && b.read.Load() }
 
 // notSent reports whether err means the request never left: the
 // connection to the replica could not be made.

@@ -27,22 +27,29 @@ type filter struct {
 // request meets them in this order. Panic recovery comes first so that
 // nothing escapes it; request info next, as every later step reads it;
 // metrics outside the limits so that their 429, 413 and 504 answers are
-// counted; then kube's order: authentication, impersonation (which
-// authorizes the impersonate verb itself) and max-in-flight, which lets
-// the resulting system:masters through beyond the limit; the body limit
-// inside the timeout, since it may read a body; authorization last.
+// counted; the timeout before anything that waits on the client or on
+// authn and authz, as kube's request deadline is, and it also sets the
+// read deadline of the body. Then who may do what, before any byte of the
+// body is read and before any limit is taken, so that a request that will
+// be refused (an anonymous write) is refused at once and holds nothing:
+// authentication, impersonation (which authorizes the impersonate verb
+// itself), authorization. Then the limits, which let the resulting
+// system:masters through: max-in-flight, the per-user limit of
+// long-running requests, and last the body limit, which streams the
+// body to the proxy.
 func (s *Server) filters() []filter {
 	return []filter{
 		{"panicrecovery", s.recoverPanic},
 		{"requestinfo", withRequestInfo},
 		{"metrics", s.limits.Metrics()},
 		{"endlongrunningonshutdown", s.limits.EndLongRunningOnShutdown()},
+		{"timeout", s.limits.Timeout()},
 		{"authentication", s.authenticate},
 		{"impersonation", s.impersonate},
-		{"maxinflight", s.limits.MaxInFlight()},
-		{"timeout", s.limits.Timeout()},
-		{"bodylimit", s.limits.BodyLimit()},
 		{"authorization", s.authorize},
+		{"maxinflight", s.limits.MaxInFlight()},
+		{"longrunningperuser", s.limits.LongRunningPerUser()},
+		{"bodylimit", s.limits.BodyLimit()},
 	}
 }
 
@@ -73,6 +80,15 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 func privileged(c echo.Context) bool {
 	u, ok := frontproxy.UserFrom(c.Request().Context())
 	return ok && slices.Contains(u.Groups, authz.SystemMasters)
+}
+
+// userName is the name of c's user, for the per-user limits.
+func userName(c echo.Context) string {
+	u, _ := frontproxy.UserFrom(c.Request().Context())
+	if u == nil {
+		return ""
+	}
+	return u.Name
 }
 
 // requestInfo is the request info withRequestInfo parsed, for the

@@ -9,12 +9,14 @@ import (
 	"kplane.dev/services/gateway/internal/filters"
 )
 
-// TestFilterOrder pins the order requests meet the filters in, kube's
-// with the gateway's filters: panic recovery outermost; request info
-// before everything that reads it; metrics outside the limits, so their
-// answers are counted; authentication before max-in-flight, which lets
-// system:masters through; the body limit inside the timeout; and
-// authorization last.
+// TestFilterOrder pins the order requests meet the filters in: panic
+// recovery outermost; request info before everything that reads it;
+// metrics outside the limits, so their answers are counted; the timeout
+// (and the body's read deadline) around everything that may wait;
+// authentication, impersonation and authorization before any limit is
+// taken or any body byte read, so that a refused request holds nothing;
+// the limits after them, so that system:masters gets through; the body
+// limit last, next to the proxy it streams to.
 func TestFilterOrder(t *testing.T) {
 	limits, err := filters.New(filters.DefaultConfig(), prometheus.NewRegistry())
 	if err != nil {
@@ -24,7 +26,8 @@ func TestFilterOrder(t *testing.T) {
 	for _, f := range (&Server{limits: limits}).filters() {
 		got = append(got, f.name)
 	}
-	want := []string{"panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "authentication", "impersonation", "maxinflight", "timeout", "bodylimit", "authorization"}
+	want := []string{"panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "timeout",
+		"authentication", "impersonation", "authorization", "maxinflight", "longrunningperuser", "bodylimit"}
 	if !slices.Equal(got, want) {
 		t.Errorf("filters %v, want %v", got, want)
 	}

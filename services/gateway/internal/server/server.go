@@ -121,6 +121,18 @@ func New(cfg *Config) (*Server, error) {
 		table:      table,
 		registered: filters.NewPostStartHook("apiservice-registration-controller"),
 	}
+	// An invalidation published while the connection is down is lost,
+	// and with it the news of a revoked role or token: the caches start
+	// afresh when the connection drops, and again when it is back, for a
+	// review answered in between.
+	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		s.flushCaches()
+		s.log.Warn("nats connection lost, authentication and authorization caches flushed", "err", err)
+	})
+	nc.SetReconnectHandler(func(*nats.Conn) {
+		s.flushCaches()
+		s.log.Info("nats connection back, authentication and authorization caches flushed")
+	})
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go metrics: %w", err)
@@ -131,6 +143,7 @@ func New(cfg *Config) (*Server, error) {
 	if s.limits, err = filters.New(cfg.filters, reg,
 		filters.WithRequestInfo(requestInfo),
 		filters.WithPrivileged(privileged),
+		filters.WithUserName(userName),
 		filters.WithLogger(cfg.log),
 	); err != nil {
 		return nil, err
@@ -178,6 +191,12 @@ func New(cfg *Config) (*Server, error) {
 	s.echo.Any("/*", s.route)
 	s.echo.Any("/", s.route)
 	return s, nil
+}
+
+// flushCaches forgets every cached token review and access decision.
+func (s *Server) flushCaches() {
+	s.authn.Flush()
+	s.authz.Flush()
 }
 
 // Handler is the gateway's HTTP handler, for tests that serve it
