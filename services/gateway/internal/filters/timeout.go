@@ -89,7 +89,9 @@ func (f *Filters) serveWithin(ctx context.Context, c echo.Context, next echo.Han
 	case <-ctx.Done():
 	}
 	started, finished := tw.timeout()
-	if received && (started || res.panicking || ctx.Err() == nil) {
+	// A handler that failed as the deadline passed failed for it: its
+	// body's read deadline is the same instant and may fire first.
+	if received && (started || res.panicking || timeoutCause(ctx) == nil) {
 		resp.Writer = w
 		return finish(res)
 	}

@@ -97,3 +97,77 @@ func TestTimeoutAfterAnswerBegan(t *testing.T) {
 		t.Errorf("read body = %q, %v; want it cut with an unexpected EOF", body, err)
 	}
 }
+
+// TestTimeoutEndsBodyRead checks that a body trickling in does not hold
+// its request past the timeout, over HTTP/1.1 and HTTP/2: the handler's
+// read fails at the deadline, so the handler returns (and any
+// max-in-flight slot it held is free), and the client has kube's 504.
+func TestTimeoutEndsBodyRead(t *testing.T) {
+	const timedOut = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}` + "\n"
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			cfg := filters.DefaultConfig()
+			cfg.RequestTimeout = 200 * time.Millisecond
+			f, _ := newFilters(t, cfg)
+			readErr := make(chan error, 1)
+			srv := httptest.NewUnstartedServer(newEcho(func(c echo.Context) error {
+				_, err := io.ReadAll(c.Request().Body)
+				readErr <- err
+				return err
+			}, f.Timeout()))
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			defer srv.Close()
+
+			body, trickle := io.Pipe()
+			defer func() { _ = trickle.Close() }()
+			go func() {
+				// One byte now and then, never the end.
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for range tick.C {
+					if _, err := trickle.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}()
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/default/configmaps", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				resp *http.Response
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				resp, err := srv.Client().Do(req)
+				done <- result{resp, err}
+			}()
+			select {
+			case err := <-readErr:
+				if err == nil {
+					t.Error("body read ended without an error")
+				}
+			case <-time.After(10 * time.Second):
+				// Without a read deadline even the 504 waits for the
+				// body; cutting the connection lets the server go.
+				srv.CloseClientConnections()
+				t.Fatal("the handler is still reading the body 10s after its timeout")
+			}
+			res := <-done
+			if res.err != nil {
+				t.Fatalf("POST: %v", res.err)
+			}
+			resp := res.resp
+			defer func() { _ = resp.Body.Close() }()
+			got, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusGatewayTimeout || string(got) != timedOut {
+				t.Errorf("POST = %d %q, want 504 %q", resp.StatusCode, got, timedOut)
+			}
+			if resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+				t.Errorf("served over %s", resp.Proto)
+			}
+		})
+	}
+}
