@@ -20,13 +20,22 @@ import (
 // handler answered, the client gets kube's 504 Timeout Status at once;
 // when the handler had begun answering, the response is aborted, since it
 // can no longer be a whole one. Either way the handler is waited for.
+//
+// Reading the request's body fails at the same deadline, and an answer
+// given before the body is read (a refusal, a GET whose body is ignored)
+// goes out at once: HTTP/1.1 would otherwise consume the body first.
 func (f *Filters) Timeout() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			r := c.Request()
+			if r.Body != nil && r.Body != http.NoBody {
+				if err := http.NewResponseController(c.Response().Writer).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+					f.log.Debug("answer before the request body", "err", err)
+				}
+			}
 			if LongRunning(f.info(c)) {
 				return next(c)
 			}
-			r := c.Request()
 			timeout := f.cfg.RequestTimeout
 			if v := r.URL.Query().Get("timeout"); v != "" {
 				d, err := time.ParseDuration(v)

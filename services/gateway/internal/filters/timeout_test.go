@@ -171,3 +171,44 @@ func TestTimeoutEndsBodyRead(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerBeforeBody checks that an answer given without reading the
+// body (a refusal) reaches an HTTP/1.1 client whose body is still
+// trickling in at once, not at the request's deadline: the server would
+// otherwise consume the body before writing the answer.
+func TestAnswerBeforeBody(t *testing.T) {
+	f, _ := newFilters(t, filters.DefaultConfig())
+	srv := httptest.NewTLSServer(newEcho(func(c echo.Context) error {
+		return c.String(http.StatusForbidden, "no")
+	}, f.Timeout()))
+	defer srv.Close()
+	body, trickle := io.Pipe()
+	defer func() { _ = trickle.Close() }()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/default/configmaps", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		_ = resp.Body.Close()
+		done <- result{code: resp.StatusCode}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil || res.code != http.StatusForbidden {
+			t.Errorf("POST = %d %v, want 403", res.code, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		srv.CloseClientConnections()
+		t.Fatal("no answer 10s after the handler gave it, the body still arriving")
+	}
+}
