@@ -26,8 +26,10 @@ import (
 type authServices struct {
 	nats *natstest.Server
 	nc   *nats.Conn
-	// reviews counts the access reviews answered.
-	reviews atomic.Int64
+	// reviews counts the access reviews answered, tokenReviews the token
+	// reviews.
+	reviews      atomic.Int64
+	tokenReviews atomic.Int64
 	mu      sync.Mutex
 	policy  func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
 	subs    []*nats.Subscription
@@ -84,6 +86,7 @@ func (a *authServices) respond(t *testing.T) {
 		if err := json.Unmarshal(payload, &r); err != nil {
 			return nil, err
 		}
+		a.tokenReviews.Add(1)
 		if u, ok := testTokens[r.Spec.Token]; ok && slices.Contains(r.Spec.Audiences, "https://kubernetes.default.svc.cluster.local") {
 			r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: u, Audiences: r.Spec.Audiences}
 		} else {

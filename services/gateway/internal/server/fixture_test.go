@@ -213,6 +213,14 @@ type gateway struct {
 	Server *server.Server
 	// Stop ends Run, as a signal would, and returns what it returned.
 	Stop func() error
+	log  *addrWriter
+}
+
+// logged reports whether the gateway has logged msg.
+func (g *gateway) logged(msg string) bool {
+	g.log.mu.Lock()
+	defer g.log.mu.Unlock()
+	return g.log.msgs[msg] > 0
 }
 
 // gatewayOptions are the flags of a gateway in front of cores.
@@ -240,7 +248,7 @@ func gatewayOptions(c *certs, natsURL string, cores ...*core) *server.Options {
 // its routing table.
 func startGateway(t *testing.T, o *server.Options) *gateway {
 	t.Helper()
-	lw := &addrWriter{t: t, addr: make(chan string, 1)}
+	lw := &addrWriter{t: t, addr: make(chan string, 1), msgs: map[string]int{}}
 	cfg, err := o.Config(lw)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +299,7 @@ func startGateway(t *testing.T, o *server.Options) *gateway {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &gateway{URL: url, Server: srv, Stop: stop}
+	return &gateway{URL: url, Server: srv, Stop: stop, log: lw}
 }
 
 // addrWriter passes the gateway's JSON log to the test's and reports the
@@ -299,13 +307,22 @@ func startGateway(t *testing.T, o *server.Options) *gateway {
 type addrWriter struct {
 	t    *testing.T
 	addr chan string
+	mu   sync.Mutex
+	// msgs counts the messages logged.
+	msgs map[string]int
 }
 
 func (w *addrWriter) Write(p []byte) (int, error) {
 	for l := range strings.SplitSeq(strings.TrimSpace(string(p)), "\n") {
 		w.t.Log(l)
 		var line struct{ Msg, Address string }
-		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "serving" {
+		if json.Unmarshal([]byte(l), &line) != nil {
+			continue
+		}
+		w.mu.Lock()
+		w.msgs[line.Msg]++
+		w.mu.Unlock()
+		if line.Msg == "serving" {
 			select {
 			case w.addr <- line.Address:
 			default:
