@@ -248,7 +248,7 @@ func gatewayOptions(c *certs, natsURL string, cores ...*core) *server.Options {
 // its routing table.
 func startGateway(t *testing.T, o *server.Options) *gateway {
 	t.Helper()
-	lw := &addrWriter{t: t, addr: make(chan string, 1), msgs: map[string]int{}}
+	lw := &addrWriter{t: t, addr: make(chan string, 1)}
 	cfg, err := o.Config(lw)
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +320,9 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		w.mu.Lock()
+		if w.msgs == nil {
+			w.msgs = map[string]int{}
+		}
 		w.msgs[line.Msg]++
 		w.mu.Unlock()
 		if line.Msg == "serving" {

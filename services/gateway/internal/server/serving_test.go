@@ -302,12 +302,13 @@ func hasLine(body []byte, parts []string) bool {
 }
 
 // TestMaxInFlight holds the one mutating slot with a create whose body
-// has not arrived: another caller gets kube's 429, system:masters still
-// gets through, and the held request completes.
+// has not arrived: another caller allowed to write gets kube's 429,
+// system:masters still gets through, and the held request completes.
 func TestMaxInFlight(t *testing.T) {
 	in := start(t, 1, func(o *server.Options) {
 		o.Filters.MaxMutatingRequestsInFlight = 1
 	})
+	in.auth.setPolicy(allowWrites)
 	client := in.certs.httpClient(t, in.admin)
 	defer client.CloseIdleConnections()
 	body, send := io.Pipe()
