@@ -30,9 +30,9 @@ type authServices struct {
 	// reviews.
 	reviews      atomic.Int64
 	tokenReviews atomic.Int64
-	mu      sync.Mutex
-	policy  func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
-	subs    []*nats.Subscription
+	mu           sync.Mutex
+	policy       func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
+	subs         []*nats.Subscription
 }
 
 // testTokens are the tokens the token responder accepts.

@@ -366,11 +366,15 @@ func TestNATSDropFlushesCaches(t *testing.T) {
 	tokenReviews := in.auth.tokenReviews.Load()
 
 	link.Cut()
-	waitFor(t, func() bool { return in.gw.logged("nats connection lost, authentication and authorization caches flushed") })
+	waitFor(t, func() bool {
+		return in.gw.logged("nats connection lost, authentication and authorization caches flushed")
+	})
 	in.auth.setPolicy(publicPaths)
 	in.auth.invalidate(t)
 	link.Restore()
-	waitFor(t, func() bool { return in.gw.logged("nats connection back, authentication and authorization caches flushed") })
+	waitFor(t, func() bool {
+		return in.gw.logged("nats connection back, authentication and authorization caches flushed")
+	})
 
 	code, body, _ := in.get(t, nil, "bobtoken", cmPath, nil)
 	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"y\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}`
