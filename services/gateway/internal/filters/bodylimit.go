@@ -34,8 +34,9 @@ func (f *Filters) BodyLimit() echo.MiddlewareFunc {
 				return next(c)
 			}
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				// The server discards what is left of the body once the
-				// handler returns, within the request's read deadline.
+				// The server discards at most 256 KiB of what is left
+				// once the handler returns, and no longer than the
+				// request's read deadline when it has one.
 				r.Body, r.ContentLength, r.TransferEncoding = http.NoBody, 0, nil
 				return next(c)
 			}
