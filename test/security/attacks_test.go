@@ -30,6 +30,7 @@ import (
 const (
 	suiteMutatingInFlight = 20
 	suiteRequestTimeout   = 6 * time.Second
+	suiteWatchesPerUser   = 20
 )
 
 // TestTenantAttacks runs every attack a tenant of kplane was seen to get
@@ -38,6 +39,7 @@ func TestTenantAttacks(t *testing.T) {
 	w := setUp(t,
 		"--max-mutating-requests-inflight="+strconv.Itoa(suiteMutatingInFlight),
 		"--request-timeout="+suiteRequestTimeout.String(),
+		"--max-long-running-requests-per-user="+strconv.Itoa(suiteWatchesPerUser),
 	)
 	t.Run("an apply that creates needs create", w.applyCreates)
 	t.Run("cluster-scoped resources under a namespace are not found", w.pathConfusion)
@@ -50,6 +52,7 @@ func TestTenantAttacks(t *testing.T) {
 	t.Run("straight to core", w.straightToCore)
 	t.Run("malformed input", w.malformedInput)
 	t.Run("slow headers", w.slowHeaders)
+	t.Run("flood of watches", w.watchFlood)
 	t.Run("memory stays bounded", func(t *testing.T) {
 		for _, svc := range []string{"gateway", "core", "authn", "authz"} {
 			if m := rss(t, w.sys, svc); m > 1<<30 {
@@ -266,15 +269,22 @@ func (w *world) trickledBodies(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
+	// The tricklers have connections of their own: the server closes
+	// theirs once it gave up on their bodies.
+	tricklers := &http.Client{Transport: w.client.Transport.(*http.Transport).Clone()}
+	defer tricklers.CloseIdleConnections()
 	start := func(n int, sa string, answers chan<- int) {
 		for range n {
 			wg.Go(func() {
 				req := w.request(t, sa, http.MethodPost, "/api/v1/namespaces/tenant-a/configmaps", &trickler{ctx: ctx, every: 500 * time.Millisecond, left: 1000}, "application/json")
 				req.ContentLength = 1000
-				resp, err := w.client.Do(req.WithContext(ctx))
+				resp, err := tricklers.Do(req.WithContext(ctx))
 				if err != nil {
 					answers <- 0
 					return
+				}
+				if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests && !resp.Close {
+					t.Errorf("a trickled create answered %d before its body was read, on a connection said to stay open", resp.StatusCode)
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -303,6 +313,22 @@ func (w *world) trickledBodies(t *testing.T) {
 	// timeout; a create afterwards goes through.
 	held := make(chan int, 2*suiteMutatingInFlight)
 	start(2*suiteMutatingInFlight, writer, held)
+	// The tricklers beyond the limit are turned away at once: then the
+	// others hold every slot.
+	for range suiteMutatingInFlight {
+		select {
+		case code := <-held:
+			if code != http.StatusTooManyRequests {
+				t.Fatalf("a trickled create beyond the limit: %d, want 429 while the others hold the slots", code)
+			}
+		case <-time.After(suiteRequestTimeout / 2):
+			t.Fatalf("the tricklers beyond the limit were not turned away")
+		}
+	}
+	if r := w.doWithin(t, suiteRequestTimeout, writer, http.MethodPost, "/api/v1/namespaces/tenant-a/configmaps",
+		strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"during-trickle"}}`), "application/json"); r.code != http.StatusTooManyRequests {
+		t.Fatalf("a create while tricklers hold every slot: %d %s, want 429", r.code, r.body)
+	}
 	ok := false
 	for i := 0; i < 60 && !ok; i++ {
 		r := w.doWithin(t, 3*suiteRequestTimeout, writer, http.MethodPost, "/api/v1/namespaces/tenant-a/configmaps",
@@ -533,4 +559,60 @@ func (w *world) eventually(t *testing.T, d time.Duration, cond func() bool) bool
 		time.Sleep(200 * time.Millisecond)
 	}
 	return true
+}
+
+// watchFlood: one user's watches beyond the per-user cap get kube's 429
+// while everyone else keeps watching, and closing a watch frees its place.
+func (w *world) watchFlood(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func(sa string) (*http.Response, error) {
+		req := w.request(t, sa, http.MethodGet, "/api/v1/namespaces/tenant-a/configmaps?watch=1", nil, "")
+		return w.client.Do(req.WithContext(ctx))
+	}
+	var held []*http.Response
+	defer func() {
+		for _, r := range held {
+			r.Body.Close()
+		}
+	}()
+	for i := range suiteWatchesPerUser {
+		resp, err := open(viewer)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch %d of %d allowed: %v %v", i+1, suiteWatchesPerUser, resp, err)
+		}
+		held = append(held, resp)
+	}
+	resp, err := open(viewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r := response{code: resp.StatusCode, header: resp.Header, body: body}
+	expectStatus(t, "a watch beyond the per-user cap", r, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests)
+	if s := r.status(); s.Details == nil || s.Details.RetryAfterSeconds < 1 || r.header.Get("Retry-After") == "" {
+		t.Errorf("the 429 does not say when to retry: %s %v", body, r.header)
+	}
+	other, err := open(writer)
+	if err != nil || other.StatusCode != http.StatusOK {
+		t.Fatalf("another user's watch while one floods: %v %v", other, err)
+	}
+	other.Body.Close()
+	held[0].Body.Close()
+	held = held[1:]
+	if !w.eventually(t, 10*time.Second, func() bool {
+		resp, err := open(viewer)
+		if err != nil {
+			return false
+		}
+		if resp.StatusCode == http.StatusOK {
+			held = append(held, resp)
+			return true
+		}
+		resp.Body.Close()
+		return false
+	}) {
+		t.Errorf("a closed watch did not free its place")
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -32,6 +34,7 @@ func (f *Filters) Timeout() echo.MiddlewareFunc {
 				if err := http.NewResponseController(c.Response().Writer).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 					f.log.Debug("answer before the request body", "err", err)
 				}
+				closeUnlessRead(c)
 			}
 			if LongRunning(f.info(c)) {
 				return next(c)
@@ -238,3 +241,71 @@ func (tw *timeoutWriter) finish() {
 	defer tw.mu.Unlock()
 	tw.finished = true
 }
+
+// closeUnlessRead makes an HTTP/1.x answer given before the request's
+// body was read to its end say "Connection: close". The server closes such
+// a connection after the answer anyway (it will not read a body of unknown
+// length to find the next request), and a client that was not told sends
+// its next request on it and gets EOF — which client-go does not retry for
+// writes.
+func closeUnlessRead(c echo.Context) {
+	r := c.Request()
+	if r.ProtoMajor != 1 {
+		return
+	}
+	body := &eofTracker{ReadCloser: r.Body}
+	r.Body = body
+	c.Response().Writer = &closeUnlessReadWriter{ResponseWriter: c.Response().Writer, body: body}
+}
+
+// eofTracker notes that its body was read to the end.
+type eofTracker struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (b *eofTracker) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// closeUnlessReadWriter asks for the connection to close when it answers
+// before its request's body ended. The timeout filter orders its writers,
+// so wrote is not written concurrently.
+type closeUnlessReadWriter struct {
+	http.ResponseWriter
+	body  *eofTracker
+	wrote bool
+}
+
+func (w *closeUnlessReadWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if !w.body.eof.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeUnlessReadWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *closeUnlessReadWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *closeUnlessReadWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

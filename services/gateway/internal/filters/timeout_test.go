@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,5 +211,42 @@ func TestAnswerBeforeBody(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		srv.CloseClientConnections()
 		t.Fatal("no answer 10s after the handler gave it, the body still arriving")
+	}
+}
+
+// TestEarlyAnswerSaysClose: over HTTP/1.1, an answer given before the
+// request body was read says the connection closes, so the client sends
+// its next request on a new one instead of getting EOF; an answer after
+// the whole body keeps the connection.
+func TestEarlyAnswerSaysClose(t *testing.T) {
+	f, _ := newFilters(t, filters.DefaultConfig())
+	srv := httptest.NewTLSServer(newEcho(func(c echo.Context) error {
+		if c.Request().URL.Query().Get("read") != "" {
+			if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
+				return err
+			}
+			return c.String(http.StatusCreated, "read")
+		}
+		return c.String(http.StatusForbidden, "no")
+	}, f.Timeout()))
+	defer srv.Close()
+	for _, c := range []struct {
+		query     string
+		wantClose bool
+	}{
+		{"", true},
+		{"?read=1", false},
+	} {
+		resp, err := srv.Client().Post(srv.URL+"/api/v1/namespaces/default/configmaps"+c.query, "application/json", strings.NewReader(strings.Repeat("x", 64<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.ProtoMajor != 1 {
+			t.Fatalf("the test server spoke %s, want HTTP/1.1", resp.Proto)
+		}
+		if resp.Close != c.wantClose {
+			t.Errorf("POST%s answered %d with Connection: close = %v, want %v", c.query, resp.StatusCode, resp.Close, c.wantClose)
+		}
 	}
 }
