@@ -37,6 +37,19 @@
 // its input only. A change that does not compile, or breaks the contract,
 // is logged and the last good set stays in force.
 //
-// An evaluation error (a policy that fails at run time) has no opinion and
-// returns the error, as kube's webhook authorizer does when it cannot ask.
+// An evaluation error (a policy that fails at run time, for example a
+// complete rule with two values) denies the request, the error as the
+// reason: a broken policy must not open what it was written to close. The
+// authz flag --authorization-policy-failure-mode=NoOpinion restores the
+// other choice (no opinion, the next mode decides), for keeping a cluster
+// usable while a policy is fixed.
+//
+// # Who may write policies
+//
+// Policies decide over RBAC, so only cluster administrators may write
+// them: the directory belongs to the operator, and ConfigMap policies are
+// read from one namespace only (--authorization-policy-namespace,
+// kube-system by default), whose ConfigMaps kube's default roles let no one
+// but cluster administrators write. Granting anyone write access to
+// ConfigMaps there grants them the cluster.
 package policy

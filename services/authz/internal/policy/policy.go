@@ -145,6 +145,9 @@ type Authorizer struct {
 
 	reloads    *prometheus.CounterVec
 	registerer prometheus.Registerer
+	// failOpen gives no opinion, instead of denying, when a policy fails
+	// at evaluation.
+	failOpen bool
 
 	// mu serialises updates; decisions read current without it.
 	mu      sync.Mutex
@@ -166,6 +169,13 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authorizer) { a.log = l 
 // WithOnChange calls f, with what changed, each time a new set of policies
 // is in force.
 func WithOnChange(f func(reason string)) Option { return func(a *Authorizer) { a.changed = f } }
+
+// WithFailOpen makes a policy that fails at evaluation give no opinion
+// (the next mode decides, as kube's webhook authorizer does when it cannot
+// ask) instead of denying. It lets an operator's broken policy open what
+// it was written to close: use it only to keep a cluster usable while a
+// policy is fixed.
+func WithFailOpen() Option { return func(a *Authorizer) { a.failOpen = true } }
 
 // WithRegisterer registers the reload metrics with reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
@@ -241,7 +251,14 @@ func (a *Authorizer) Authorize(ctx context.Context, spec *authorizationv1.Subjec
 	if len(set.denies) == 0 && len(set.allows) == 0 {
 		return authorizer.NoOpinion, "", nil
 	}
-	return set.decide(ctx, a.input(spec))
+	d, reason, err := set.decide(ctx, a.input(spec))
+	if err != nil && !a.failOpen {
+		// A policy that cannot be evaluated may be the one that denies:
+		// allowing what it guards because it broke would turn a bug into
+		// a hole.
+		return authorizer.Deny, "a Rego policy failed to evaluate: " + err.Error(), err
+	}
+	return d, reason, err
 }
 
 // RulesFor lists no rules: policies are not rules. The list is incomplete

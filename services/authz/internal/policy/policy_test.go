@@ -249,3 +249,52 @@ func TestDirLoadBroken(t *testing.T) {
 		t.Fatal("a missing directory loaded")
 	}
 }
+
+// failingPolicy fails at evaluation for requests on the object named
+// "probe" only: two values for one complete rule.
+const failingPolicy = `package kplane.authz.failing
+
+probe := "a" if {
+	input.resourceAttributes.name == "probe"
+}
+
+probe := "b" if {
+	input.resourceAttributes.name == "probe"
+}
+
+deny contains "never" if {
+	probe == "c"
+}
+`
+
+// TestEvaluationFailure: a policy that fails at evaluation denies the
+// request it fails on, the error as the reason, and nothing else; with
+// WithFailOpen it has no opinion.
+func TestEvaluationFailure(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want authorizer.Decision
+	}{
+		{"fail closed", nil, authorizer.Deny},
+		{"fail open", []Option{WithFailOpen()}, authorizer.NoOpinion},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := newAuthorizer(t, c.opts...)
+			if err := a.SetSource(context.Background(), "test", map[string]string{"failing.rego": failingPolicy}); err != nil {
+				t.Fatal(err)
+			}
+			d, reason, err := a.Authorize(context.Background(), resourceSpec("alice", "get", "", "configmaps", "scratch", "probe"))
+			if d != c.want || err == nil || !strings.Contains(err.Error(), "conflict") {
+				t.Errorf("the failing request: %v %q %v, want %v with the evaluation error", d, reason, err, c.want)
+			}
+			if c.want == authorizer.Deny && !strings.Contains(reason, "conflict") {
+				t.Errorf("the denial's reason %q does not say why", reason)
+			}
+			d, reason, err = a.Authorize(context.Background(), resourceSpec("alice", "get", "", "configmaps", "scratch", "other"))
+			if d != authorizer.NoOpinion || err != nil {
+				t.Errorf("a request the policy does not fail on: %v %q %v, want no opinion", d, reason, err)
+			}
+		})
+	}
+}

@@ -30,6 +30,13 @@ const (
 
 var modes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeRBAC, ModeRego, ModeWebhook}
 
+// What a Rego policy that fails at evaluation decides
+// (--authorization-policy-failure-mode).
+const (
+	PolicyFailureDeny      = "Deny"
+	PolicyFailureNoOpinion = "NoOpinion"
+)
+
 // service is how authz serves: the webhook to callers with a client
 // certificate of --client-ca-file, health and metrics to anyone.
 var service = serving.Service{
@@ -49,6 +56,7 @@ type Options struct {
 	AuthorizationModes     []string
 	PolicyDir              string
 	PolicyNamespace        string
+	PolicyFailureMode      string
 	WebhookConfigFile      string
 	WebhookVersion         string
 	WebhookAuthorizedTTL   time.Duration
@@ -61,6 +69,7 @@ func NewOptions() *Options {
 		Options:                serving.NewOptions(service),
 		AuthorizationModes:     []string{ModeRego, ModeRBAC},
 		PolicyNamespace:        "kube-system",
+		PolicyFailureMode:      PolicyFailureDeny,
 		WebhookVersion:         "v1",
 		WebhookAuthorizedTTL:   authorizer.DefaultAuthorizedTTL,
 		WebhookUnauthorizedTTL: authorizer.DefaultUnauthorizedTTL,
@@ -76,6 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API (the gateway) the informers read RBAC objects, namespaces and policy ConfigMaps from")
 	fs.StringSliceVar(&o.AuthorizationModes, "authorization-mode", o.AuthorizationModes, "ordered list of authorization modes: "+fmt.Sprint(modes))
 	fs.StringVar(&o.PolicyDir, "authorization-policy-dir", o.PolicyDir, "directory of Rego policies (*.rego), reloaded on change")
+	fs.StringVar(&o.PolicyFailureMode, "authorization-policy-failure-mode", o.PolicyFailureMode,
+		"what a Rego policy that fails at evaluation decides: Deny (the default), or NoOpinion, which lets the next mode decide and so lets a broken policy open what it guards")
 	fs.StringVar(&o.PolicyNamespace, "authorization-policy-namespace", o.PolicyNamespace, "namespace whose ConfigMaps labelled kplane.dev/authorization-policy=true hold Rego policies")
 	fs.StringVar(&o.WebhookConfigFile, "authorization-webhook-config-file", o.WebhookConfigFile, "kubeconfig-format file of the SubjectAccessReview webhook (mode Webhook)")
 	fs.StringVar(&o.WebhookVersion, "authorization-webhook-version", o.WebhookVersion, "version of authorization.k8s.io SubjectAccessReview sent to the webhook: v1")
@@ -115,6 +126,9 @@ func (o *Options) Validate() []error {
 	if o.WebhookAuthorizedTTL < 0 || o.WebhookUnauthorizedTTL < 0 {
 		add("--authorization-webhook-cache-*-ttl: must not be negative")
 	}
+	if o.PolicyFailureMode != PolicyFailureDeny && o.PolicyFailureMode != PolicyFailureNoOpinion {
+		add("--authorization-policy-failure-mode must be %s or %s, got %q", PolicyFailureDeny, PolicyFailureNoOpinion, o.PolicyFailureMode)
+	}
 	if o.PolicyNamespace == "" {
 		add("--authorization-policy-namespace is required")
 	}
@@ -137,6 +151,7 @@ type Config struct {
 	modes           []string
 	policyDir       string
 	policyNamespace string
+	policyFailOpen  bool
 	webhook         *restclient.Config
 	webhookTTLs     [2]time.Duration
 
@@ -159,6 +174,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		modes:           slices.Clone(o.AuthorizationModes),
 		policyDir:       o.PolicyDir,
 		policyNamespace: o.PolicyNamespace,
+		policyFailOpen:  o.PolicyFailureMode == PolicyFailureNoOpinion,
 		webhookTTLs:     [2]time.Duration{o.WebhookAuthorizedTTL, o.WebhookUnauthorizedTTL},
 		log:             sc.Log,
 		Registry:        prometheus.NewRegistry(),

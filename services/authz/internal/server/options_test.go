@@ -23,8 +23,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"webhook config without mode", append(base, "--authorization-webhook-config-file=w"), []string{"needs mode Webhook"}},
 		{"webhook version", append(base, "--authorization-webhook-version=v1beta1"), []string{"want v1"}},
 		{"missing policy dir", append(base, "--authorization-policy-dir=/does/not/exist"), []string{"not a readable directory"}},
+		{"policy failure mode", append(base, "--authorization-policy-failure-mode=Allow"), []string{"--authorization-policy-failure-mode must be Deny or NoOpinion"}},
 		{"log format", append(base, "--log-format=xml"), []string{"--log-format"}},
-		{"nats token and creds", append(base, "--nats-token=t", "--nats-creds=c"), []string{"exclusive"}},
+		{"nats token and creds", append(base, "--nats-token-file=t", "--nats-creds=c"), []string{"NATS credentials come from one of"}},
 		{"negative shutdown delay", append(base, "--shutdown-delay-duration=-1s"), []string{"--shutdown-delay-duration: must not be negative"}},
 	}
 	for _, c := range cases {

@@ -94,8 +94,11 @@ func (s *Server) build() error {
 
 	index := rbac.NewIndex()
 	s.feed = feed.New(client, index, cfg.policyNamespace, publisher.Changed, s.log)
-	if s.policies, err = policy.New(context.Background(), s.feed,
-		policy.WithLogger(s.log), policy.WithOnChange(publisher.Changed), policy.WithRegisterer(cfg.Registry)); err != nil {
+	policyOpts := []policy.Option{policy.WithLogger(s.log), policy.WithOnChange(publisher.Changed), policy.WithRegisterer(cfg.Registry)}
+	if cfg.policyFailOpen {
+		policyOpts = append(policyOpts, policy.WithFailOpen())
+	}
+	if s.policies, err = policy.New(context.Background(), s.feed, policyOpts...); err != nil {
 		return err
 	}
 	s.tasks = append(s.tasks, task{name: "informers", run: func(ctx context.Context) error { return s.feed.Run(ctx, s.policies) }})
