@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,6 +35,17 @@ import (
 // JSON patch.
 const maxJSONPatchOperations = 10000
 
+// maxPatchedBytes bounds what a patch may make: kube-apiserver's
+// JSONPatchMaxCopyBytes (how much the copy operations of one JSON patch
+// may add, each doubling what it copies) and its MaxRequestBodyBytes (an
+// object larger than a request may carry is no object it would store).
+const maxPatchedBytes = 3 << 20
+
+// limitCopies sets json-patch v4's bound on what copy operations add. The
+// library offers it only as a package variable, as kube-apiserver sets it;
+// every Patcher of the process wants the same value, so it is set once.
+var limitCopies = sync.OnceFunc(func() { jsonpatch.AccumulatedCopySizeLimit = maxPatchedBytes })
+
 // Patcher applies patches to one resource's objects and keeps their
 // managedFields. It is safe for concurrent use.
 type Patcher struct {
@@ -52,6 +64,7 @@ type Patcher struct {
 // New returns the Patcher of a resource. Its managed fields follow the
 // resource's Schema, or treat every field as atomic when Schema is nil.
 func New(r *resource.Resource) (*Patcher, error) {
+	limitCopies()
 	_, isUnstructured := r.Objects.New().(runtime.Unstructured)
 	k := kindObjects{objects: r.Objects, gvk: r.GroupVersionKind(), typed: !isUnstructured}
 	tc, err := newTypeConverter(r)
@@ -261,6 +274,9 @@ func (p *Patcher) jsonPatch(current runtime.Object, patchType types.PatchType, b
 		if patchedJSON, err = ops.Apply(currentJSON); err != nil {
 			return nil, nil, unprocessable(err.Error())
 		}
+		if len(patchedJSON) > maxPatchedBytes {
+			return nil, nil, tooLarge()
+		}
 	} else {
 		if strict {
 			if strictErrs, err = kjson.UnmarshalStrict(body, &map[string]any{}); err != nil {
@@ -271,6 +287,9 @@ func (p *Patcher) jsonPatch(current runtime.Object, patchType types.PatchType, b
 			// kube-apiserver answers 400 only for ErrBadJSONPatch and 500
 			// otherwise; every merge failure here comes from the body.
 			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(patchedJSON) > maxPatchedBytes {
+			return nil, nil, tooLarge()
 		}
 	}
 
@@ -448,6 +467,12 @@ func hasUID(obj runtime.Object) (bool, error) {
 // object of the kind.
 func invalidPatch(value, detail string) error {
 	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), value, detail)})
+}
+
+// tooLarge is kube-apiserver's 413 for a body over its limit, for an
+// object that a patch would make larger than any request may carry.
+func tooLarge() error {
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxPatchedBytes))
 }
 
 func unprocessable(message string) error {

@@ -151,6 +151,15 @@ func checkStatus(t *testing.T, err error, want statusError) {
 func TestPatchErrors(t *testing.T) {
 	cms := newPatcher(t, configMaps(t))
 	ws := newPatcher(t, widgets())
+	// Sixteen copies of data into itself would double it sixteen times:
+	// 32 MiB from a patch of under 2 KiB.
+	doubling := []string{fmt.Sprintf(`{"op":"add","path":"/data/pad","value":%q}`, strings.Repeat("p", 512))}
+	for i := range 16 {
+		doubling = append(doubling, fmt.Sprintf(`{"op":"copy","from":"/data","path":"/data/b%d"}`, i))
+	}
+	amplifying := "[" + strings.Join(doubling, ",") + "]"
+	huge := fmt.Sprintf(`{"data":{"big":%q}}`, strings.Repeat("x", 3<<20))
+	hugeAdd := fmt.Sprintf(`[{"op":"add","path":"/data/big","value":%q}]`, strings.Repeat("x", 3<<20))
 	manyOps := "[" + strings.Repeat(`{"op":"test","path":"/data/key","value":"value"},`, 10000) + `{"op":"test","path":"/data/key","value":"value"}]`
 	type target struct {
 		p       *patch.Patcher
@@ -193,6 +202,12 @@ func TestPatchErrors(t *testing.T) {
 			statusError{422, metav1.StatusReasonInvalid, "the server rejected our request due to an error in our request"}},
 		{"json patch over the operation limit", cm, types.JSONPatchType, manyOps,
 			statusError{413, metav1.StatusReasonRequestEntityTooLarge, "The allowed maximum operations in a JSON patch is 10000, got 10001"}},
+		{"json patch whose copies double the object", cm, types.JSONPatchType, amplifying,
+			statusError{422, metav1.StatusReasonInvalid, "the server rejected our request due to an error in our request"}},
+		{"json patch making an object over the request limit", cm, types.JSONPatchType, hugeAdd,
+			statusError{413, metav1.StatusReasonRequestEntityTooLarge, "Request entity too large: limit is 3145728"}},
+		{"merge patch making an object over the request limit", cm, types.MergePatchType, huge,
+			statusError{413, metav1.StatusReasonRequestEntityTooLarge, "Request entity too large: limit is 3145728"}},
 		{"json patch renames the object", cm, types.JSONPatchType, `[{"op":"replace","path":"/metadata/name","value":"b"}]`,
 			statusError{400, metav1.StatusReasonBadRequest, "the name of the object (b) does not match the name on the URL (a)"}},
 		{"merge patch moves the namespace", cm, types.MergePatchType, `{"metadata":{"namespace":"other"}}`,
