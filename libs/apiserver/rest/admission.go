@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"kplane.dev/libs/apiserver/frontproxy"
 )
 
 // Operation is the kind of write admission is asked about, named as in
@@ -104,13 +103,7 @@ func (h *Handler) attributes(ctx context.Context, op Operation, namespace, name,
 		Options:     opts,
 		DryRun:      dryRun,
 	}
-	if u, ok := frontproxy.UserFrom(ctx); ok {
-		extra := make(map[string]authenticationv1.ExtraValue, len(u.Extra))
-		for k, v := range u.Extra {
-			extra[k] = v
-		}
-		a.User = &authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra}
-	}
+	a.User = userInfo(ctx)
 	return a
 }
 

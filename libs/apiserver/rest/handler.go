@@ -30,6 +30,8 @@ type Handler struct {
 	patcher *patch.Patcher
 	// admission are the plugins every write goes through, in order.
 	admission []Admission
+	// authorizer decides what a request does beyond its verb; nil lets it.
+	authorizer Authorizer
 	// actions are the handlers of the resource's actions, by name.
 	actions map[string]*Handler
 }

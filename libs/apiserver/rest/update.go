@@ -181,6 +181,9 @@ func (h *Handler) dryRunUpdate(ctx context.Context, key string, pre *storage.Pre
 
 // createOnUpdate creates the object an update found missing.
 func (h *Handler) createOnUpdate(ctx context.Context, w write, createState newStateFunc) (runtime.Object, error) {
+	if err := h.authorizeCreate(ctx, w); err != nil {
+		return nil, err
+	}
 	obj, err := createState(ctx, nil)
 	if err != nil {
 		return nil, err

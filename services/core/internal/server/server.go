@@ -154,7 +154,10 @@ func (s *Server) build() error {
 	apiOpts := apiserver.Options{
 		Resources:      res,
 		Stores:         stores,
-		HandlerOptions: []rest.Option{rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log))},
+		HandlerOptions: []rest.Option{
+			rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log)),
+			rest.WithAuthorizer(reviews.NewAuthorizer(rpc)),
+		},
 		Logger:         s.log,
 	}
 	apiCfg, err := apiOpts.Config()

@@ -8,17 +8,16 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/natsrpc"
@@ -242,31 +241,9 @@ func reviewOf(attrs Attributes) *authorizationv1.SubjectAccessReview {
 // Forbidden is kube-apiserver's 403 for attrs, with authz's reason
 // appended when it gave one.
 func Forbidden(attrs Attributes, reason string) error {
-	msg := sanitizer.Replace(forbiddenMessage(attrs))
-	if reason != "" {
-		msg += ": " + reason
+	r := apistatus.Refused{User: userName(attrs.User), Verb: attrs.Verb, Path: attrs.Path}
+	if attrs.ResourceRequest {
+		r.Group, r.Resource, r.Subresource, r.Namespace, r.Name = attrs.APIGroup, attrs.Resource, attrs.Subresource, attrs.Namespace, attrs.Name
 	}
-	gr := schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}
-	return apierrors.NewForbidden(gr, attrs.Name, errors.New(msg))
-}
-
-// sanitizer escapes what could make a message read as HTML, as kube's
-// responsewriters do.
-var sanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")
-
-// forbiddenMessage says what the user may not do, worded as kube's
-// responsewriters word it.
-func forbiddenMessage(attrs Attributes) string {
-	user := userName(attrs.User)
-	if !attrs.ResourceRequest {
-		return fmt.Sprintf("User %q cannot %s path %q", user, attrs.Verb, attrs.Path)
-	}
-	resource := attrs.Resource
-	if attrs.Subresource != "" {
-		resource += "/" + attrs.Subresource
-	}
-	if attrs.Namespace != "" {
-		return fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", user, attrs.Verb, resource, attrs.APIGroup, attrs.Namespace)
-	}
-	return fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", user, attrs.Verb, resource, attrs.APIGroup)
+	return apistatus.Forbidden(r, reason)
 }

@@ -21,6 +21,10 @@ type leaseStrategy struct{}
 // LeaseStrategy validates Leases' specs.
 func LeaseStrategy() resource.Strategy { return leaseStrategy{} }
 
+// AllowCreateOnUpdate lets a PUT create a lease, as kube does: leader
+// election clients create and renew with the same call.
+func (leaseStrategy) AllowCreateOnUpdate() bool { return true }
+
 func (leaseStrategy) PrepareForCreate(context.Context, runtime.Object)                 {}
 func (leaseStrategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
 

@@ -51,6 +51,10 @@ func (roleStrategy) ValidateName(name string, prefix bool) []string {
 	return validateName(name, prefix)
 }
 
+// AllowCreateOnUpdate lets a PUT create, as kube does for RBAC objects
+// (kubectl auth reconcile relies on it).
+func (roleStrategy) AllowCreateOnUpdate() bool { return true }
+
 func (roleStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 
 func (roleStrategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
@@ -72,6 +76,10 @@ type clusterRoleStrategy struct{}
 func (clusterRoleStrategy) ValidateName(name string, prefix bool) []string {
 	return validateName(name, prefix)
 }
+
+// AllowCreateOnUpdate lets a PUT create, as kube does for RBAC objects
+// (kubectl auth reconcile relies on it).
+func (clusterRoleStrategy) AllowCreateOnUpdate() bool { return true }
 
 func (clusterRoleStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 
@@ -102,6 +110,10 @@ type roleBindingStrategy struct{}
 func (roleBindingStrategy) ValidateName(name string, prefix bool) []string {
 	return validateName(name, prefix)
 }
+
+// AllowCreateOnUpdate lets a PUT create, as kube does for RBAC objects
+// (kubectl auth reconcile relies on it).
+func (roleBindingStrategy) AllowCreateOnUpdate() bool { return true }
 
 func (roleBindingStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if b, ok := obj.(*rbacv1.RoleBinding); ok {
@@ -139,6 +151,10 @@ type clusterRoleBindingStrategy struct{}
 func (clusterRoleBindingStrategy) ValidateName(name string, prefix bool) []string {
 	return validateName(name, prefix)
 }
+
+// AllowCreateOnUpdate lets a PUT create, as kube does for RBAC objects
+// (kubectl auth reconcile relies on it).
+func (clusterRoleBindingStrategy) AllowCreateOnUpdate() bool { return true }
 
 func (clusterRoleBindingStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if b, ok := obj.(*rbacv1.ClusterRoleBinding); ok {
