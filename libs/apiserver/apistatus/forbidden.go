@@ -16,7 +16,7 @@ type Refused struct {
 	// Group, Resource, Subresource, Namespace and Name describe a resource
 	// request; Path a non-resource one (Resource empty).
 	Group, Resource, Subresource, Namespace, Name string
-	Path                                         string
+	Path                                          string
 }
 
 // Forbidden is kube-apiserver's 403 for r, worded as its responsewriters

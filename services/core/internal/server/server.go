@@ -152,13 +152,13 @@ func (s *Server) build() error {
 		return err
 	}
 	apiOpts := apiserver.Options{
-		Resources:      res,
-		Stores:         stores,
+		Resources: res,
+		Stores:    stores,
 		HandlerOptions: []rest.Option{
 			rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log)),
 			rest.WithAuthorizer(reviews.NewAuthorizer(rpc)),
 		},
-		Logger:         s.log,
+		Logger: s.log,
 	}
 	apiCfg, err := apiOpts.Config()
 	if err != nil {
