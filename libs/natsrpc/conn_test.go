@@ -24,7 +24,10 @@ import (
 // read.
 func TestConnectAsService(t *testing.T) {
 	srv := natstest.StartWithAccess(t)
-	if _, err := natsrpc.Serve(srv.ConnectAs(t, access.Authn), authn.SubjectTokenReview, authn.QueueGroup, slog.New(slog.DiscardHandler), func(_ context.Context, p []byte) ([]byte, error) {
+	// A slow review: the acknowledgement and heartbeats before the reply
+	// must reach the requester under the permissions too.
+	if err := natsrpc.NewServer(srv.ConnectAs(t, access.Authn), slog.New(slog.DiscardHandler)).Handle(authn.SubjectTokenReview, authn.QueueGroup, func(_ context.Context, p []byte) ([]byte, error) {
+		time.Sleep(1500 * time.Millisecond)
 		return append([]byte("reviewed:"), p...), nil
 	}); err != nil {
 		t.Fatal(err)

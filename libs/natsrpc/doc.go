@@ -1,11 +1,19 @@
 // Package natsrpc carries kplane's internal reviews (token, access, rules,
-// admission) over NATS request-reply: a server side that answers a subject
-// in a queue group, so that adding a replica is only starting it, and a
-// client side that sends one request and waits for one reply.
+// admission) over NATS request-reply, by the protocol proto/rpc defines: a
+// Server answers subjects in queue groups, so that adding a replica is only
+// starting it, and bounds and drains the work it takes; Request sends one
+// request and follows it to its reply.
+//
+// The protocol tells a requester whether a replica took its request, so a
+// request is sent again only when no replica took it — or, for a
+// read-only (Idempotent) request, when the replica that took it died — and
+// a slow replica is waited for, never asked twice. The requester's deadline
+// travels with the request and bounds the replica's work.
 //
 // Both sides agree on one error encoding, so that an error keeps its
 // Kubernetes meaning across the hop: an error reply carries the header
 // named by HeaderError with the HTTP status code as its value and a
 // meta.k8s.io/v1 Status as its body. A request nobody answers becomes a 503
-// ServiceUnavailable, a request that times out a 504 Timeout.
+// ServiceUnavailable, a request that times out a 504 Timeout, a replica
+// that is full a 429 TooManyRequests.
 package natsrpc

@@ -1,5 +1,7 @@
 package authn
 
+import "kplane.dev/proto/rpc"
+
 // QueueGroup is the queue group every authn replica subscribes in.
 const QueueGroup = "kplane-authn"
 
@@ -24,9 +26,8 @@ const (
 	SubjectIssuerKeys = "kplane.authn.issuer.keys"
 )
 
-// HeaderError marks an error reply: its value is the HTTP status code of
-// the error and the body is a meta.k8s.io/v1 Status.
-const HeaderError = "Kplane-Error"
+// HeaderError marks an error reply (proto/rpc).
+const HeaderError = rpc.HeaderError
 
 // TokenRequest asks authn to sign a bound service account token.
 type TokenRequest struct {

@@ -1,5 +1,7 @@
 package authz
 
+import "kplane.dev/proto/rpc"
+
 // QueueGroup is the queue group every authz replica subscribes in.
 const QueueGroup = "kplane-authz"
 
@@ -22,9 +24,8 @@ const (
 	SubjectInvalidate = "kplane.authz.invalidate"
 )
 
-// HeaderError marks an error reply: its value is the HTTP status code of
-// the error and the body is a meta.k8s.io/v1 Status.
-const HeaderError = "Kplane-Error"
+// HeaderError marks an error reply (proto/rpc).
+const HeaderError = rpc.HeaderError
 
 // RulesReview asks for the rules a user holds in a namespace.
 type RulesReview struct {

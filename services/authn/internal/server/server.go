@@ -49,7 +49,9 @@ type Server struct {
 
 	discovery, jwks []byte
 	nc              atomic.Pointer[nats.Conn]
-	shutdown        *serving.Shutdown
+	// rpc answers the reviews on nc.
+	rpc      atomic.Pointer[natsrpc.Server]
+	shutdown *serving.Shutdown
 }
 
 // New builds a Server from cfg and listens on its address.
@@ -149,6 +151,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.nc.Store(nc)
 	defer nc.Close()
+	rpc := natsrpc.NewServer(nc, s.log)
+	s.rpc.Store(rpc)
 
 	stopInformers := make(chan struct{})
 	if s.factory != nil {
@@ -164,7 +168,7 @@ func (s *Server) Run(ctx context.Context) error {
 	subscribed := make(chan struct{})
 	go func() {
 		defer close(subscribed)
-		s.subscribe(ctx, nc)
+		s.subscribe(ctx, rpc)
 	}()
 	defer func() { <-subscribed }()
 
@@ -177,7 +181,7 @@ func (s *Server) Run(ctx context.Context) error {
 // Health endpoints serve meanwhile; /readyz says the informers have not
 // synced. A subscription made as shutdown drains the connection fails
 // and is only logged.
-func (s *Server) subscribe(ctx context.Context, nc *nats.Conn) {
+func (s *Server) subscribe(ctx context.Context, rpc *natsrpc.Server) {
 	if s.getter != nil && !cache.WaitForCacheSync(ctx.Done(), s.getter.HasSynced) {
 		return
 	}
@@ -187,7 +191,7 @@ func (s *Server) subscribe(ctx context.Context, nc *nats.Conn) {
 		authnproto.SubjectIssuerDiscovery: func(context.Context, []byte) ([]byte, error) { return s.discovery, nil },
 		authnproto.SubjectIssuerKeys:      func(context.Context, []byte) ([]byte, error) { return s.jwks, nil },
 	} {
-		if _, err := natsrpc.Serve(nc, subject, authnproto.QueueGroup, s.log, h); err != nil {
+		if err := rpc.Handle(subject, authnproto.QueueGroup, h); err != nil {
 			s.log.Error("answer reviews", "subject", subject, "err", err)
 		}
 	}
@@ -196,6 +200,11 @@ func (s *Server) subscribe(ctx context.Context, nc *nats.Conn) {
 // drainNATS lets the replies in flight go out while NATS sends new
 // requests to the other replicas.
 func (s *Server) drainNATS(ctx context.Context) {
+	if rpc := s.rpc.Load(); rpc != nil {
+		if err := rpc.Drain(ctx); err != nil {
+			s.log.Warn("drain reviews", "err", err)
+		}
+	}
 	nc := s.nc.Load()
 	if err := nc.Drain(); err != nil {
 		s.log.Warn("drain nats", "err", err)

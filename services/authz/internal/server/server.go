@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
@@ -49,13 +48,9 @@ type Server struct {
 	feed     *feed.Feed
 	policies *policy.Authorizer
 	tasks    []task
-	// subsMu guards subs and draining: the subscriptions are made once
-	// the informers have synced, possibly while shutdown begins.
-	subsMu sync.Mutex
-	// subs are the reviews' NATS subscriptions, drained on shutdown.
-	subs []*nats.Subscription
-	// draining is set by shutdown; no subscription is made after it.
-	draining bool
+	// rpc answers the reviews on NATS once the informers have synced,
+	// possibly while shutdown begins (it then refuses to start).
+	rpc      *natsrpc.Server
 	shutdown *serving.Shutdown
 }
 
@@ -70,6 +65,7 @@ func New(cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	s.nats = nc
+	s.rpc = natsrpc.NewServer(nc, s.log)
 	if err := s.build(); err != nil {
 		nc.Close()
 		return nil, err
@@ -229,58 +225,24 @@ func (s *Server) subscribe(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), s.feed.HasSynced) {
 		return
 	}
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	if s.draining {
-		return
-	}
 	for subject, h := range map[string]natsrpc.Handler{
 		authz.SubjectAccessReview: s.reviews.accessReview,
 		authz.SubjectRulesReview:  s.reviews.rulesReview,
 	} {
-		sub, err := natsrpc.Serve(s.nats, subject, authz.QueueGroup, s.log, h)
-		if err != nil {
+		if err := s.rpc.Handle(subject, authz.QueueGroup, h); err != nil {
 			s.log.Error("answer reviews", "subject", subject, "err", err)
-			continue
+			return
 		}
-		s.subs = append(s.subs, sub)
 	}
 	s.log.Info("answering reviews")
 }
 
 // drain lets the reviews delivered before shutdown finish and their
-// replies go out, while NATS sends new ones to the other replicas.
+// replies go out, while NATS sends new ones to the other replicas; then it
+// waits for the reviews served over HTTP.
 func (s *Server) drain(ctx context.Context) {
-	s.subsMu.Lock()
-	s.draining = true
-	subs := s.subs
-	s.subsMu.Unlock()
-	for _, sub := range subs {
-		// Drain stops new deliveries to this replica (the queue group
-		// sends them to the others) and lets the ones delivered finish.
-		if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			s.log.Warn("drain subscription", "subject", sub.Subject, "err", err)
-		}
+	if err := s.rpc.Drain(ctx); err != nil {
+		s.log.Warn("drain reviews", "err", err)
 	}
-	s.waitDrained(ctx, subs)
-	// Replies of the reviews delivered before the drain are sent before
-	// the connection closes.
 	s.reviews.inflight.wait(ctx)
-	if err := s.nats.FlushWithContext(ctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		s.log.Warn("flush NATS", "err", err)
-	}
-}
-
-// waitDrained waits until the draining subscriptions have handed out every
-// message they hold, or ctx ends.
-func (s *Server) waitDrained(ctx context.Context, subs []*nats.Subscription) {
-	for _, sub := range subs {
-		for sub.IsValid() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
 }

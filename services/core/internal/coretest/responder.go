@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
 
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/proto/access"
@@ -26,7 +27,8 @@ func Answer[In any](t testing.TB, c *Cluster, subject string, answer func(in *In
 	// As the service that answers it, so that core's requests meet the
 	// permissions they meet in an installation.
 	nc := c.NATS.ConnectAs(t, svc.Name)
-	s, err := natsrpc.Serve(nc, subject, sub.Queue, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+	s := natsrpc.NewServer(nc, slog.New(slog.DiscardHandler))
+	err := s.Handle(subject, sub.Queue, func(_ context.Context, payload []byte) ([]byte, error) {
 		in := new(In)
 		if err := json.Unmarshal(payload, in); err != nil {
 			return nil, err
@@ -40,5 +42,9 @@ func Answer[In any](t testing.TB, c *Cluster, subject string, answer func(in *In
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Unsubscribe() })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Drain(ctx)
+	})
 }

@@ -31,12 +31,14 @@ func NewNATS(nc *nats.Conn, timeout time.Duration) *NATS {
 	return &NATS{conn: nc, timeout: timeout}
 }
 
-// RequestJSON sends in on subject and decodes the reply into out.
+// RequestJSON sends in on subject and decodes the reply into out. Every
+// question core asks (token and access reviews, rules, token signing) is
+// harmless to ask twice, so one whose replica died is asked again.
 func (n *NATS) RequestJSON(ctx context.Context, subject string, in, out any) error {
 	if n.conn == nil {
 		return apierrors.NewServiceUnavailable("authentication and authorization reviews need NATS, and core runs without --nats-url")
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	return natsrpc.RequestJSON(ctx, n.conn, subject, in, out)
+	return natsrpc.RequestJSON(ctx, n.conn, subject, in, out, natsrpc.Idempotent())
 }

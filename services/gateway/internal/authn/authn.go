@@ -300,7 +300,7 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 	}
 	review.APIVersion, review.Kind = "authentication.k8s.io/v1", "TokenReview"
 	var out authenticationv1.TokenReview
-	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthn.SubjectTokenReview, review, &out); err != nil {
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthn.SubjectTokenReview, review, &out, natsrpc.Idempotent()); err != nil {
 		a.log.Warn("token review failed", "err", err)
 		return nil, fmt.Errorf("review token: %w", err)
 	}

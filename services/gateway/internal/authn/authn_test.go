@@ -43,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{clock: clocktesting.NewFakeClock(time.Now()), nats: natstest.Start(t)}
 	f.valid.Store(true)
 	f.clientCA, f.proxyCA = newCA(t, "client-ca"), newCA(t, "front-proxy-ca")
-	_, err := natsrpc.Serve(f.nats.Connect(t), protoauthn.SubjectTokenReview, protoauthn.QueueGroup, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+	err := natsrpc.NewServer(f.nats.Connect(t), slog.New(slog.DiscardHandler)).Handle(protoauthn.SubjectTokenReview, protoauthn.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
 		var r authenticationv1.TokenReview
 		if err := json.Unmarshal(payload, &r); err != nil {
 			return nil, err

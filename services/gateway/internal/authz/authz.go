@@ -170,7 +170,7 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision,
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	var out authorizationv1.SubjectAccessReview
-	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthz.SubjectAccessReview, review, &out); err != nil {
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthz.SubjectAccessReview, review, &out, natsrpc.Idempotent()); err != nil {
 		a.log.Warn("access review failed", "user", userName(attrs.User), "verb", attrs.Verb, "err", err)
 		return Decision{}, unavailable(err)
 	}

@@ -26,7 +26,6 @@ import (
 // the reviews it answers.
 type responder struct {
 	nc    *nats.Conn
-	sub   *nats.Subscription
 	count atomic.Int64
 	last  atomic.Pointer[authorizationv1.SubjectAccessReviewSpec]
 	allow atomic.Bool
@@ -35,7 +34,7 @@ type responder struct {
 func startResponder(t *testing.T, nc *nats.Conn) *responder {
 	t.Helper()
 	r := &responder{nc: nc}
-	sub, err := natsrpc.Serve(nc, protoauthz.SubjectAccessReview, protoauthz.QueueGroup, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+	err := natsrpc.NewServer(nc, slog.New(slog.DiscardHandler)).Handle(protoauthz.SubjectAccessReview, protoauthz.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
 		var sar authorizationv1.SubjectAccessReview
 		if err := json.Unmarshal(payload, &sar); err != nil {
 			return nil, err
@@ -52,7 +51,6 @@ func startResponder(t *testing.T, nc *nats.Conn) *responder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.sub = sub
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}

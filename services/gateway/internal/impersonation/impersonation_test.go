@@ -40,7 +40,7 @@ func startAuthz(t *testing.T) (*authz.Authorizer, func() []string) {
 	srv := natstest.Start(t)
 	var mu sync.Mutex
 	var asked []string
-	_, err := natsrpc.Serve(srv.Connect(t), protoauthz.SubjectAccessReview, protoauthz.QueueGroup, slog.New(slog.DiscardHandler), func(_ context.Context, payload []byte) ([]byte, error) {
+	err := natsrpc.NewServer(srv.Connect(t), slog.New(slog.DiscardHandler)).Handle(protoauthz.SubjectAccessReview, protoauthz.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
 		var sar authorizationv1.SubjectAccessReview
 		if err := json.Unmarshal(payload, &sar); err != nil {
 			return nil, err

@@ -37,7 +37,7 @@ func Handler(nc *nats.Conn, path string, log *slog.Logger) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), natsrpc.DefaultTimeout)
 		defer cancel()
-		doc, err := natsrpc.Request(ctx, nc, subject, nil)
+		doc, err := natsrpc.Request(ctx, nc, subject, nil, natsrpc.Idempotent())
 		if err == nil && !json.Valid(doc) {
 			err = apierrors.NewInternalError(fmt.Errorf("the reply on %s is not JSON", subject))
 		}

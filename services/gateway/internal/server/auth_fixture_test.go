@@ -32,7 +32,7 @@ type authServices struct {
 	tokenReviews atomic.Int64
 	mu           sync.Mutex
 	policy       func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
-	subs         []*nats.Subscription
+	servers      map[string]*natsrpc.Server
 }
 
 // testTokens are the tokens the token responder accepts.
@@ -75,11 +75,14 @@ func (a *authServices) respond(t *testing.T) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	serve := func(subject, queue string, h natsrpc.Handler) {
-		sub, err := natsrpc.Serve(a.nc, subject, queue, log, h)
-		if err != nil {
+		srv := natsrpc.NewServer(a.nc, log)
+		if err := srv.Handle(subject, queue, h); err != nil {
 			t.Fatal(err)
 		}
-		a.subs = append(a.subs, sub)
+		if a.servers == nil {
+			a.servers = map[string]*natsrpc.Server{}
+		}
+		a.servers[subject] = srv
 	}
 	serve(protoauthn.SubjectTokenReview, protoauthn.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
 		var r authenticationv1.TokenReview
@@ -119,12 +122,8 @@ func (a *authServices) respond(t *testing.T) {
 // stopAuthz takes the authz responder away, as if every replica died.
 func (a *authServices) stopAuthz(t *testing.T) {
 	t.Helper()
-	for _, s := range a.subs {
-		if s.Subject == protoauthz.SubjectAccessReview {
-			if err := s.Unsubscribe(); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := a.servers[protoauthz.SubjectAccessReview].Drain(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if err := a.nc.Flush(); err != nil {
 		t.Fatal(err)
