@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"container/list"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/services/authn/internal/authenticator"
@@ -29,16 +30,18 @@ const (
 type key [sha256.Size]byte
 
 type entry struct {
-	key     key
-	resp    *authenticator.Response
-	ok      bool
-	err     error
-	expires time.Time
+	resp *authenticator.Response
+	ok   bool
+	err  error
 }
 
+// reviewTimeout bounds the review that concurrent misses for one token
+// share: it runs on past the caller that started it.
+const reviewTimeout = 10 * time.Second
+
 // Authenticator answers from its cache, and asks the authenticator it wraps
-// on a miss. A cached Response is shared by every caller that hits it and
-// must not be modified.
+// on a miss; concurrent misses for one token ask once. A cached Response is
+// shared by every caller that hits it and must not be modified.
 type Authenticator struct {
 	next       authenticator.Authenticator
 	successTTL time.Duration
@@ -48,9 +51,10 @@ type Authenticator struct {
 	clock      clock.PassiveClock
 	hashes     sync.Pool // of hash.Hash: HMAC-SHA256 under a per-process key
 
-	mu      sync.Mutex
-	order   *list.List // of *entry, most recently used first
-	entries map[key]*list.Element
+	entries *utilcache.LRUExpireCache // key -> *entry
+	// reviews coalesces concurrent misses for one key: a burst of requests
+	// with a new token (a controller starting) costs one review.
+	reviews singleflight.Group
 }
 
 var _ authenticator.Authenticator = (*Authenticator)(nil)
@@ -84,8 +88,6 @@ func New(next authenticator.Authenticator, opts ...Option) (*Authenticator, erro
 		cacheErrs:  true,
 		maxEntries: DefaultMaxEntries,
 		clock:      clock.RealClock{},
-		order:      list.New(),
-		entries:    make(map[key]*list.Element),
 	}
 	for _, o := range opts {
 		o(a)
@@ -93,6 +95,7 @@ func New(next authenticator.Authenticator, opts ...Option) (*Authenticator, erro
 	if a.maxEntries < 1 {
 		return nil, errors.New("new token cache: max entries must be positive")
 	}
+	a.entries = utilcache.NewLRUExpireCacheWithClock(a.maxEntries, a.clock)
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("new token cache: make hash key: %w", err)
@@ -105,28 +108,38 @@ func New(next authenticator.Authenticator, opts ...Option) (*Authenticator, erro
 func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	auds, audsSet := authenticator.AudiencesFrom(ctx)
 	k := a.key(auds, audsSet, token)
-	now := a.clock.Now()
-	if e, hit := a.get(k, now); hit {
+	if v, hit := a.entries.Get(k); hit {
+		e := v.(*entry)
 		return e.resp, e.ok, e.err
 	}
-	resp, ok, err := a.next.AuthenticateToken(ctx, token)
-	ttl := a.successTTL
-	if !ok {
-		ttl = a.failureTTL
+	results := a.reviews.DoChan(string(k[:]), func() (any, error) {
+		// The shared review keeps the first caller's values (its
+		// audiences, part of the key) but not its cancellation: the
+		// others wait for it.
+		reviewCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		resp, ok, err := a.next.AuthenticateToken(reviewCtx, token)
+		e := &entry{resp: resp, ok: ok, err: err}
+		ttl := a.successTTL
+		if !ok {
+			ttl = a.failureTTL
+		}
+		if ttl > 0 && (err == nil || a.cacheErrs) {
+			a.entries.Add(k, e, ttl)
+		}
+		return e, nil
+	})
+	select {
+	case r := <-results:
+		e := r.Val.(*entry)
+		return e.resp, e.ok, e.err
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("authenticate token: %w", ctx.Err())
 	}
-	if ttl > 0 && (err == nil || a.cacheErrs) {
-		a.put(&entry{key: k, resp: resp, ok: ok, err: err, expires: now.Add(ttl)})
-	}
-	return resp, ok, err
 }
 
-// Len is the number of remembered answers, expired ones included until they
-// are looked up or pushed out.
-func (a *Authenticator) Len() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.entries)
-}
+// Len is the number of remembered answers.
+func (a *Authenticator) Len() int { return len(a.entries.Keys()) }
 
 // key hashes the audiences and the token, each length-prefixed so that no two
 // different requests share a key; whether audiences were given at all counts
@@ -154,37 +167,4 @@ func (a *Authenticator) key(auds authenticator.Audiences, audsSet bool, token st
 	var k key
 	h.Sum(k[:0])
 	return k
-}
-
-func (a *Authenticator) get(k key, now time.Time) (*entry, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	el, ok := a.entries[k]
-	if !ok {
-		return nil, false
-	}
-	e := el.Value.(*entry)
-	if !now.Before(e.expires) {
-		a.order.Remove(el)
-		delete(a.entries, k)
-		return nil, false
-	}
-	a.order.MoveToFront(el)
-	return e, true
-}
-
-func (a *Authenticator) put(e *entry) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if el, ok := a.entries[e.key]; ok {
-		el.Value = e
-		a.order.MoveToFront(el)
-		return
-	}
-	a.entries[e.key] = a.order.PushFront(e)
-	for len(a.entries) > a.maxEntries {
-		oldest := a.order.Back()
-		a.order.Remove(oldest)
-		delete(a.entries, oldest.Value.(*entry).key)
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +42,8 @@ type step struct {
 	wantCalls int
 }
 
+// TestTTLs: an answer is remembered through the instant its TTL ends (kube's
+// LRUExpireCache expires what is past it) and asked again after.
 func TestTTLs(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -51,8 +55,8 @@ func TestTTLs(t *testing.T) {
 			opts: []cache.Option{cache.WithSuccessTTL(10 * time.Second)},
 			steps: []step{
 				{token: "good", wantCalls: 1},
-				{advance: 9 * time.Second, token: "good", wantCalls: 1},
-				{advance: time.Second, token: "good", wantCalls: 2},
+				{advance: 10 * time.Second, token: "good", wantCalls: 1},
+				{advance: time.Nanosecond, token: "good", wantCalls: 2},
 				{token: "good", wantCalls: 2},
 			},
 		},
@@ -61,8 +65,8 @@ func TestTTLs(t *testing.T) {
 			opts: []cache.Option{cache.WithFailureTTL(2 * time.Second)},
 			steps: []step{
 				{token: "unknown", wantCalls: 1},
-				{advance: time.Second, token: "unknown", wantCalls: 1},
-				{advance: time.Second, token: "unknown", wantCalls: 2},
+				{advance: 2 * time.Second, token: "unknown", wantCalls: 1},
+				{advance: time.Nanosecond, token: "unknown", wantCalls: 2},
 			},
 		},
 		{
@@ -79,8 +83,8 @@ func TestTTLs(t *testing.T) {
 			opts: []cache.Option{cache.WithFailureTTL(time.Minute)},
 			steps: []step{
 				{token: "bad", wantCalls: 1},
-				{advance: 59 * time.Second, token: "bad", wantCalls: 1},
-				{advance: time.Second, token: "bad", wantCalls: 2},
+				{advance: time.Minute, token: "bad", wantCalls: 1},
+				{advance: time.Nanosecond, token: "bad", wantCalls: 2},
 			},
 		},
 		{
@@ -174,5 +178,58 @@ func TestBoundedLRU(t *testing.T) {
 func TestNewRejectsNoRoom(t *testing.T) {
 	if _, err := cache.New(&backend{}, cache.WithMaxEntries(0)); err == nil {
 		t.Fatal("max entries 0: no error")
+	}
+}
+
+// blockingBackend holds every review until released, counting them.
+type blockingBackend struct {
+	calls   atomic.Int64
+	release chan struct{}
+}
+
+func (b *blockingBackend) AuthenticateToken(context.Context, string) (*authenticator.Response, bool, error) {
+	b.calls.Add(1)
+	<-b.release
+	return &authenticator.Response{User: authenticator.UserInfo{Name: "good"}}, true, nil
+}
+
+// TestConcurrentMissesAskOnce: a burst of requests with one new token costs
+// one review; every caller gets its answer, and a caller that gives up does
+// not fail the others.
+func TestConcurrentMissesAskOnce(t *testing.T) {
+	b := &blockingBackend{release: make(chan struct{})}
+	c, err := cache.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers = 20
+	var wg sync.WaitGroup
+	answers := make(chan bool, callers)
+	for range callers {
+		wg.Go(func() {
+			_, ok, err := c.AuthenticateToken(context.Background(), "good-burst")
+			answers <- ok && err == nil
+		})
+	}
+	impatient, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, _, err := c.AuthenticateToken(impatient, "good-burst")
+		gaveUp <- err
+	}()
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("a caller that gave up: %v, want its cancellation", err)
+	}
+	close(b.release)
+	wg.Wait()
+	close(answers)
+	for ok := range answers {
+		if !ok {
+			t.Errorf("a caller of the shared review got no user")
+		}
+	}
+	if n := b.calls.Load(); n != 1 {
+		t.Errorf("%d concurrent misses asked %d times, want once", callers, n)
 	}
 }
