@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"kplane.dev/libs/pki"
 	"kplane.dev/proto/access"
 )
 
@@ -53,7 +54,7 @@ func Ensure(dir string, services []access.Service) (Files, error) {
 		}
 		keys[s.Name] = pub
 	}
-	if err := writePrivate(f.Config(), Render(services, keys)); err != nil {
+	if err := pki.WriteFile(f.Config(), Render(services, keys), 0o600); err != nil {
 		return f, fmt.Errorf("write NATS configuration: %w", err)
 	}
 	return f, nil
@@ -71,7 +72,7 @@ func ensureSeed(path string) (string, error) {
 		if seed, err = kp.Seed(); err != nil {
 			return "", fmt.Errorf("create: %w", err)
 		}
-		if err := writePrivate(path, append(seed, '\n')); err != nil {
+		if err := pki.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
 			return "", err
 		}
 	} else if err != nil {
@@ -92,31 +93,6 @@ func ensureSeed(path string) (string, error) {
 		return "", fmt.Errorf("%s holds no user seed", path)
 	}
 	return pub, nil
-}
-
-// writePrivate replaces path with data, readable by its owner only; a
-// reader sees the old file or the new one, never a part.
-func writePrivate(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // Render returns a nats-server configuration admitting, for each of

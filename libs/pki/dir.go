@@ -204,13 +204,16 @@ func (d Dir) write(name string, c *Cert) error {
 		return err
 	}
 	f := d.Files(name)
-	if err := writeFile(f.Key, keyPEM, 0o600); err != nil {
+	if err := WriteFile(f.Key, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFile(f.Cert, c.CertPEM(), 0o644)
+	return WriteFile(f.Cert, c.CertPEM(), 0o644)
 }
 
-func writeFile(path string, data []byte, mode os.FileMode) error {
+// WriteFile replaces path with data of mode, the mode set before any byte
+// is written (a key is never readable by others, even for an instant); a
+// reader sees the old file or the new one, never a part.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
