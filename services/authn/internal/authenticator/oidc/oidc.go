@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	gooidc "github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"k8s.io/utils/clock"
 
@@ -74,13 +76,10 @@ type Authenticator struct {
 	clock           clock.PassiveClock
 	refreshInterval time.Duration
 
-	// mu guards the key set and when it was last fetched; fetches happen
-	// under it, so concurrent misses cause one fetch.
-	mu        sync.Mutex
-	jwksURI   string
-	keys      map[string]crypto.PublicKey
-	unnamed   []crypto.PublicKey // keys without a kid
-	lastFetch time.Time
+	// mu guards verifier, made on the first token (the issuer may start
+	// after authn) from the issuer's discovery document.
+	mu       sync.Mutex
+	verifier *gooidc.IDTokenVerifier
 }
 
 var _ authenticator.Authenticator = (*Authenticator)(nil)
@@ -159,19 +158,17 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &unverified); err != nil || unverified.Issuer != a.issuer {
 		return nil, false, nil
 	}
-	claims := jwt.MapClaims{}
-	_, err := jwt.NewParser(
-		jwt.WithValidMethods(a.algs),
-		jwt.WithAudience(a.clientID),
-		jwt.WithIssuer(a.issuer),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(a.clock.Now),
-	).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		return a.keysFor(ctx, kid)
-	})
+	verifier, err := a.verifierFor(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	token2, err := verifier.Verify(ctx, token)
 	if err != nil {
 		return nil, false, fmt.Errorf("oidc: verify token: %w", err)
+	}
+	claims := jwt.MapClaims{}
+	if err := token2.Claims(&claims); err != nil {
+		return nil, false, fmt.Errorf("oidc: read claims: %w", err)
 	}
 	user, err := a.user(claims)
 	if err != nil {
@@ -245,176 +242,146 @@ func stringOrArray(v any) ([]string, error) {
 	}
 }
 
-// keysFor returns the keys that may verify a token with kid, fetching the
-// key set when kid is unknown and the last fetch is older than the refresh
-// interval.
-func (a *Authenticator) keysFor(ctx context.Context, kid string) (any, error) {
+// verifierFor returns the token verifier, discovering the issuer on first
+// use; a failed discovery is tried again on the next token.
+func (a *Authenticator) verifierFor(ctx context.Context) (*gooidc.IDTokenVerifier, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if set, ok := a.lookup(kid); ok {
-		return set, nil
+	if a.verifier != nil {
+		return a.verifier, nil
 	}
-	now := a.clock.Now()
-	if !a.lastFetch.IsZero() && now.Sub(a.lastFetch) < a.refreshInterval {
-		return nil, fmt.Errorf("no key with id %q in the issuer's key set", kid)
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	provider, err := gooidc.NewProvider(gooidc.ClientContext(ctx, a.client), a.issuer)
+	if err != nil {
+		return nil, fmt.Errorf("oidc: discover issuer: %w", err)
 	}
-	a.lastFetch = now
-	if err := a.fetch(ctx); err != nil {
+	var doc struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&doc); err != nil || doc.JWKSURI == "" {
+		return nil, fmt.Errorf("oidc: discovery document has no jwks_uri (%v)", err)
+	}
+	keys := &keySet{uri: doc.JWKSURI, client: a.client, clock: a.clock, interval: a.refreshInterval, algs: a.algs}
+	a.verifier = gooidc.NewVerifier(a.issuer, keys, &gooidc.Config{
+		ClientID: a.clientID, SupportedSigningAlgs: a.algs, Now: a.clock.Now,
+	})
+	return a.verifier, nil
+}
+
+// keySet holds the issuer's signing keys and fetches them again for a key
+// id it does not know, at most once per interval, so that a stream of
+// forged key ids cannot turn authn into a load generator against the
+// issuer (go-oidc's RemoteKeySet fetches on every unknown one).
+type keySet struct {
+	uri      string
+	client   *http.Client
+	clock    clock.PassiveClock
+	interval time.Duration
+	algs     []string
+
+	// mu guards keys and lastFetch; fetches happen under it, so
+	// concurrent misses cause one fetch.
+	mu        sync.Mutex
+	keys      []jose.JSONWebKey
+	lastFetch time.Time
+}
+
+var _ gooidc.KeySet = (*keySet)(nil)
+
+// VerifySignature implements gooidc.KeySet.
+func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, error) {
+	algs := make([]jose.SignatureAlgorithm, len(k.algs))
+	for i, alg := range k.algs {
+		algs[i] = jose.SignatureAlgorithm(alg)
+	}
+	jws, err := jose.ParseSigned(token, algs)
+	if err != nil {
+		return nil, fmt.Errorf("malformed jwt: %w", err)
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	keys, err := k.keysFor(ctx, kid)
+	if err != nil {
 		return nil, err
 	}
-	if set, ok := a.lookup(kid); ok {
-		return set, nil
+	for _, key := range keys {
+		if payload, err := jws.Verify(&key); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, errors.New("failed to verify id token signature")
+}
+
+// keysFor returns the keys that may verify a token with kid, fetching the
+// set when kid is unknown and the last fetch is older than the interval.
+func (k *keySet) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if keys := k.lookup(kid); len(keys) > 0 {
+		return keys, nil
+	}
+	now := k.clock.Now()
+	if !k.lastFetch.IsZero() && now.Sub(k.lastFetch) < k.interval {
+		return nil, fmt.Errorf("no key with id %q in the issuer's key set", kid)
+	}
+	k.lastFetch = now
+	if err := k.fetch(ctx); err != nil {
+		return nil, err
+	}
+	if keys := k.lookup(kid); len(keys) > 0 {
+		return keys, nil
 	}
 	return nil, fmt.Errorf("no key with id %q in the issuer's key set", kid)
 }
 
-// lookup is called with mu held.
-func (a *Authenticator) lookup(kid string) (jwt.VerificationKeySet, bool) {
-	var set jwt.VerificationKeySet
-	if kid != "" {
-		if k, ok := a.keys[kid]; ok {
-			set.Keys = append(set.Keys, k)
-		}
-	} else {
-		for _, k := range a.keys {
-			set.Keys = append(set.Keys, k)
+// lookup returns the keys of id kid and those without an id; with mu held.
+func (k *keySet) lookup(kid string) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, key := range k.keys {
+		if kid == "" || key.KeyID == "" || key.KeyID == kid {
+			out = append(out, key)
 		}
 	}
-	for _, k := range a.unnamed {
-		set.Keys = append(set.Keys, k)
-	}
-	return set, len(set.Keys) > 0
+	return out
 }
 
-// fetch reads discovery (once) and the key set; called with mu held.
-func (a *Authenticator) fetch(ctx context.Context) error {
+// fetch reads the key set; with mu held. A key go-jose cannot read, or
+// one not for signatures, is left out rather than failing the others.
+func (k *keySet) fetch(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	if a.jwksURI == "" {
-		var doc struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := a.get(ctx, strings.TrimSuffix(a.issuer, "/")+"/.well-known/openid-configuration", &doc); err != nil {
-			return fmt.Errorf("oidc: discover issuer: %w", err)
-		}
-		if doc.Issuer != a.issuer {
-			return fmt.Errorf("oidc: issuer did not match the issuer returned by provider, expected %q got %q", a.issuer, doc.Issuer)
-		}
-		if doc.JWKSURI == "" {
-			return errors.New("oidc: discovery document has no jwks_uri")
-		}
-		a.jwksURI = doc.JWKSURI
-	}
-	var set struct {
-		Keys []jwk `json:"keys"`
-	}
-	if err := a.get(ctx, a.jwksURI, &set); err != nil {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.uri, nil)
+	if err != nil {
 		return fmt.Errorf("oidc: fetch keys: %w", err)
 	}
-	keys := map[string]crypto.PublicKey{}
-	var unnamed []crypto.PublicKey
-	for _, k := range set.Keys {
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		pub, err := k.publicKey()
-		if err != nil {
-			// One key the issuer adds in a form kube would not use
-			// either must not hide the others.
-			continue
-		}
-		if k.Kid == "" {
-			unnamed = append(unnamed, pub)
-			continue
-		}
-		keys[k.Kid] = pub
-	}
-	a.keys, a.unnamed = keys, unnamed
-	return nil
-}
-
-func (a *Authenticator) get(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := k.client.Do(req)
 	if err != nil {
-		return err
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return err
+		return fmt.Errorf("oidc: fetch keys: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes))
 	if err != nil {
-		return fmt.Errorf("read %s: %w", url, err)
+		return fmt.Errorf("oidc: fetch keys: read %s: %w", k.uri, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s: %s", url, resp.Status)
+		return fmt.Errorf("oidc: fetch keys: get %s: %s", k.uri, resp.Status)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("decode %s: %w", url, err)
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
 	}
+	if err := json.Unmarshal(body, &set); err != nil {
+		return fmt.Errorf("oidc: fetch keys: decode %s: %w", k.uri, err)
+	}
+	keys := make([]jose.JSONWebKey, 0, len(set.Keys))
+	for _, raw := range set.Keys {
+		var key jose.JSONWebKey
+		if err := key.UnmarshalJSON(raw); err != nil || (key.Use != "" && key.Use != "sig") || !key.IsPublic() {
+			continue
+		}
+		keys = append(keys, key)
+	}
+	k.keys = keys
 	return nil
-}
-
-// jwk is a JSON Web Key of the kinds OIDC issuers publish (RFC 7517/7518).
-type jwk struct {
-	Kty string `json:"kty"`
-	Kid string `json:"kid"`
-	Use string `json:"use"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-}
-
-func (k jwk) publicKey() (crypto.PublicKey, error) {
-	num := func(s string) (*big.Int, error) {
-		b, err := base64.RawURLEncoding.DecodeString(s)
-		if err != nil || len(b) == 0 {
-			return nil, errors.New("bad base64url number")
-		}
-		return new(big.Int).SetBytes(b), nil
-	}
-	switch k.Kty {
-	case "RSA":
-		n, err := num(k.N)
-		if err != nil {
-			return nil, err
-		}
-		e, err := num(k.E)
-		if err != nil || !e.IsInt64() {
-			return nil, errors.New("bad RSA exponent")
-		}
-		return &rsa.PublicKey{N: n, E: int(e.Int64())}, nil
-	case "EC":
-		curves := map[string]elliptic.Curve{"P-256": elliptic.P256(), "P-384": elliptic.P384(), "P-521": elliptic.P521()}
-		curve, ok := curves[k.Crv]
-		if !ok {
-			return nil, fmt.Errorf("unsupported curve %q", k.Crv)
-		}
-		x, err := num(k.X)
-		if err != nil {
-			return nil, err
-		}
-		y, err := num(k.Y)
-		if err != nil {
-			return nil, err
-		}
-		size := (curve.Params().BitSize + 7) / 8
-		raw := make([]byte, 1+2*size)
-		raw[0] = 4
-		x.FillBytes(raw[1 : 1+size])
-		y.FillBytes(raw[1+size:])
-		pub, err := ecdsa.ParseUncompressedPublicKey(curve, raw)
-		if err != nil {
-			return nil, err
-		}
-		return pub, nil
-	default:
-		return nil, fmt.Errorf("unsupported key type %q", k.Kty)
-	}
 }
 
 // JWK is the JSON Web Key of pub with key id kid, for issuers' key sets

@@ -64,13 +64,13 @@ func TestClaimMapping(t *testing.T) {
 		{name: "required claim differs", opts: oidc.Options{RequiredClaims: map[string]string{"hd": "example.com"}},
 			claims: base(jwt.MapClaims{"hd": "evil.com"}), wantErr: "oidc: required claim hd value does not match. Got = evil.com, want = example.com"},
 		{name: "audience without the client id", claims: base(jwt.MapClaims{"aud": []string{"other"}}),
-			wantErr: "token has invalid audience"},
+			wantErr: `oidc: expected audience "kplane" got ["other"]`},
 		{name: "audience list with the client id", opts: oidc.Options{UsernamePrefix: "-"}, claims: base(jwt.MapClaims{"aud": []string{"other", "kplane"}}),
 			want: &authenticator.UserInfo{Name: "alice"}},
 		{name: "expired", claims: base(jwt.MapClaims{"exp": now.Add(-time.Minute).Unix()}),
 			wantErr: "token is expired"},
 		{name: "no expiry", claims: jwt.MapClaims{"sub": "alice", "aud": "kplane"},
-			wantErr: "token is missing required claim"},
+			wantErr: "oidc: token is expired"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
