@@ -1,7 +1,8 @@
 // Package server is the core-resource service as a process: it reads its
 // flags (Options), checks them (Validate), loads what they point at
 // (Config), and serves the built-in API groups over HTTPS from etcd (New,
-// Run). Requests are trusted only from the gateway's client certificate
+// Run), on the process machinery every storage service shares
+// (kplane.dev/libs/storageservice). Requests are trusted only from the gateway's client certificate
 // (kplane.dev/libs/apiserver/frontproxy); /healthz, /livez and /readyz are
 // open to any client, so probes need no certificate. Every replica runs
 // the etcd compactor, which elects itself; the controllers and the change

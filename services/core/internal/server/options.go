@@ -1,216 +1,50 @@
 package server
 
 import (
-	"crypto/tls"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"net/url"
-	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"kplane.dev/libs/apiserver/frontproxy"
-	"kplane.dev/libs/natsrpc"
-	"kplane.dev/libs/pki"
-	"kplane.dev/libs/serving"
-	"kplane.dev/libs/storage/compactor"
+	"kplane.dev/libs/storageservice"
 )
 
-// service is how core serves: only the gateway, whose client certificate
-// --client-ca-file verifies, reaches it.
-var service = serving.Service{
-	Address:          "127.0.0.1:6444",
-	ClientCAHelp:     "PEM CA bundle that verifies the gateway's client certificate; only it may send identity headers",
-	ClientCARequired: "without it no request can be trusted",
-}
-
-// Options are the flags of the core-resource service.
+// Options are the flags of the core-resource service: those of every
+// storage service and core's own.
 type Options struct {
-	serving.Options
+	storageservice.Options
 
-	// RequestHeaderAllowedNames are the CNs the gateway's certificate may
-	// carry; empty accepts any certificate ClientCAFile verifies.
-	RequestHeaderAllowedNames []string
-
-	EtcdServers  []string
-	EtcdCAFile   string
-	EtcdCertFile string
-	EtcdKeyFile  string
-	EtcdPrefix   string
-
-	NATS natsrpc.ConnOptions
 	// ChangeFeedSecretData publishes Secrets' data and stringData on the
 	// change feed; without it Secrets are published as metadata only.
 	ChangeFeedSecretData bool
-
-	// ReviewTimeout bounds the wait for authn or authz to answer a
-	// review, a token request or an escalation check.
-	ReviewTimeout time.Duration
-
-	// APIKubeconfig is the endpoint of the whole API the controllers act
-	// through; empty means core's own loopback.
-	APIKubeconfig string
-
-	CompactionInterval time.Duration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{
-		Options: serving.NewOptions(service),
-		// One cluster CA signs every client certificate, so trusting any
-		// of them would let any client speak for anyone.
-		RequestHeaderAllowedNames: []string{frontproxy.ClientName},
-		EtcdServers:               []string{"http://127.0.0.1:2379"},
-		EtcdPrefix:                "/kplane",
-		CompactionInterval:        compactor.DefaultInterval,
-		ReviewTimeout:             natsrpc.DefaultTimeout,
-	}
+	return &Options{Options: storageservice.NewOptions("127.0.0.1:6444")}
 }
 
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.Options.AddFlags(fs)
-	fs.StringSliceVar(&o.RequestHeaderAllowedNames, "requestheader-allowed-names", o.RequestHeaderAllowedNames, "common names the gateway's client certificate may carry; at least one is required")
-	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "etcd client URLs")
-	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "PEM CA bundle that verifies etcd's serving certificate")
-	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "PEM client certificate for etcd")
-	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "PEM private key of --etcd-certfile")
-	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "etcd key prefix of everything core stores")
-	nats := flag.NewFlagSet("nats", flag.ContinueOnError)
-	o.NATS.AddFlags(nats, "of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
-	fs.AddGoFlagSet(nats)
+	o.Options.AddFlags(fs, "of the change feed and of the authn/authz reviews; empty publishes no change feed and answers reviews 503")
 	fs.BoolVar(&o.ChangeFeedSecretData, "change-feed-secret-data", o.ChangeFeedSecretData, "publish the data of Secrets on the change feed (default: their metadata only). Risk: whoever may read the change feed's stream then reads every Secret in the cluster, past ones included until the stream drops them")
-	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for authn or authz (over NATS) to answer a review, a token request or an RBAC escalation check")
-	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: core's own loopback")
-	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
 }
 
 // Validate reports every problem with o.
-func (o *Options) Validate() []error {
-	errs := o.Options.Validate()
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if len(o.RequestHeaderAllowedNames) == 0 {
-		add("--requestheader-allowed-names: at least one name is required; an empty list would let any certificate --client-ca-file verifies name any user")
-	}
-	for _, n := range o.RequestHeaderAllowedNames {
-		if strings.TrimSpace(n) == "" {
-			add("--requestheader-allowed-names: empty name")
-		}
-	}
-	if len(o.EtcdServers) == 0 {
-		add("--etcd-servers is required")
-	}
-	for _, s := range o.EtcdServers {
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("--etcd-servers: %q is not an http or https URL", s)
-		}
-	}
-	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
-		add("--etcd-certfile and --etcd-keyfile go together")
-	}
-	if !strings.HasPrefix(o.EtcdPrefix, "/") || strings.HasSuffix(o.EtcdPrefix, "/") {
-		add("--etcd-prefix: want a path that starts with / and does not end with /, got %q", o.EtcdPrefix)
-	}
-	errs = append(errs, o.NATS.Validate(false)...)
-	if o.ReviewTimeout <= 0 {
-		add("--review-timeout: must be positive, got %v", o.ReviewTimeout)
-	}
-	if o.CompactionInterval < 0 {
-		add("--compaction-interval: must not be negative, got %v", o.CompactionInterval)
-	}
-	return errs
-}
+func (o *Options) Validate() []error { return o.Options.Validate() }
 
 // Config is what a Server is built from: validated options with the files
 // they name loaded.
 type Config struct {
-	serving      *serving.Config
-	allowedNames []string
-
-	etcd       clientv3.Config
-	etcdPrefix string
-
-	nats             natsrpc.ConnOptions
-	reviewTimeout    time.Duration
+	*storageservice.Config
 	changeSecretData bool
-
-	// api is the endpoint controllers use; nil means the loopback.
-	api *restclient.Config
-
-	compactionInterval time.Duration
-	log                *slog.Logger
 }
 
 // Config validates o, loads the certificates and kubeconfig it names, and
 // returns the configuration of a Server that logs to logOut.
 func (o *Options) Config(logOut io.Writer) (*Config, error) {
-	sc, err := o.Options.Validated(o.Validate(), logOut)
+	c, err := o.Options.Config(o.Validate(), logOut)
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{
-		serving:            sc,
-		allowedNames:       append([]string(nil), o.RequestHeaderAllowedNames...),
-		etcdPrefix:         o.EtcdPrefix,
-		nats:               o.NATS,
-		reviewTimeout:      o.ReviewTimeout,
-		changeSecretData:   o.ChangeFeedSecretData,
-		compactionInterval: o.CompactionInterval,
-		log:                sc.Log,
-	}
-	etcdTLS, err := o.etcdTLS()
-	if err != nil {
-		return nil, err
-	}
-	c.etcd = clientv3.Config{
-		Endpoints:   append([]string(nil), o.EtcdServers...),
-		TLS:         etcdTLS,
-		DialTimeout: 10 * time.Second,
-		// Dead connections are found within seconds rather than at the
-		// next request that hangs.
-		DialKeepAliveTime:    30 * time.Second,
-		DialKeepAliveTimeout: 10 * time.Second,
-	}
-	if o.APIKubeconfig != "" {
-		if c.api, err = clientcmd.BuildConfigFromFlags("", o.APIKubeconfig); err != nil {
-			return nil, fmt.Errorf("load --api-kubeconfig: %w", err)
-		}
-	}
-	return c, nil
-}
-
-// etcdTLS is the client TLS of etcd; nil when no https endpoint needs it
-// and no TLS file is given.
-func (o *Options) etcdTLS() (*tls.Config, error) {
-	https := false
-	for _, s := range o.EtcdServers {
-		https = https || strings.HasPrefix(s, "https://")
-	}
-	if !https && o.EtcdCAFile == "" && o.EtcdCertFile == "" {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if o.EtcdCAFile != "" {
-		pool, err := pki.LoadPool(o.EtcdCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("load --etcd-cafile: %w", err)
-		}
-		cfg.RootCAs = pool
-	}
-	if o.EtcdCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.EtcdCertFile, o.EtcdKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load etcd client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+	return &Config{Config: c, changeSecretData: o.ChangeFeedSecretData}, nil
 }
