@@ -247,4 +247,3 @@ func (s *Server) ensureBootstrapRoles(ctx context.Context, kube kubernetes.Inter
 		}
 	}
 }
-
