@@ -18,6 +18,7 @@ import (
 
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/nslifecycle"
 	"kplane.dev/libs/apiserver/rest"
 	apiserver "kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/changefeed"
@@ -28,7 +29,6 @@ import (
 	"kplane.dev/services/core/internal/apiclient"
 	"kplane.dev/services/core/internal/controllers/garbagecollector"
 	"kplane.dev/services/core/internal/kinds"
-	"kplane.dev/services/core/internal/namespace"
 	nscontroller "kplane.dev/services/core/internal/namespace/controller"
 	"kplane.dev/services/core/internal/rbac/aggregation"
 	"kplane.dev/services/core/internal/rbac/bootstrap"
@@ -139,7 +139,7 @@ func (s *Server) build() error {
 // stores are the stores of res: each in etcd behind a watch cache, events
 // of both groups sharing one, and the namespace lifecycle admission reading
 // the namespaces' store that serves them.
-func (s *Server) stores(res []*resource.Resource) (apiserver.StoreFunc, *namespace.Lifecycle, error) {
+func (s *Server) stores(res []*resource.Resource) (apiserver.StoreFunc, *nslifecycle.Lifecycle, error) {
 	base := kinds.Stores(apiserver.CachedEtcdStores(s.Etcd(), s.cfg.EtcdPrefix, s.log))
 	i := slices.IndexFunc(res, func(r *resource.Resource) bool { return r.GroupVersionResource == kinds.Namespaces })
 	if i < 0 {
@@ -155,7 +155,7 @@ func (s *Server) stores(res []*resource.Resource) (apiserver.StoreFunc, *namespa
 		}
 		return base(r)
 	}
-	return stores, namespace.NewLifecycle(nsStore, nsKeys, namespace.Immortal...), nil
+	return stores, nslifecycle.New(nsStore, nsKeys, nslifecycle.Immortal...), nil
 }
 
 // changeFeed publishes every committed change to JetStream, from the

@@ -12,6 +12,7 @@ import (
 	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/nslifecycle"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/storage"
@@ -59,7 +60,7 @@ func startServer(t *testing.T) *apiclient.Clients {
 				}
 				return stores(r)
 			}
-			o.HandlerOptions = append(o.HandlerOptions, rest.WithAdmission(namespace.NewLifecycle(nsStore, nsKeys, namespace.Immortal...)))
+			o.HandlerOptions = append(o.HandlerOptions, rest.WithAdmission(nslifecycle.New(nsStore, nsKeys, nslifecycle.Immortal...)))
 			return nil
 		},
 	})

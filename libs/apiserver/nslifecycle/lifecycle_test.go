@@ -1,4 +1,4 @@
-package namespace_test
+package nslifecycle_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
 	"kplane.dev/libs/storage/etcd3"
-	"kplane.dev/services/core/internal/namespace"
+	"kplane.dev/libs/apiserver/nslifecycle"
 )
 
 var (
@@ -105,7 +105,7 @@ func TestLifecycle(t *testing.T) {
 	r := startReplicas(t, 1)[0]
 	r.put(t, "active", corev1.NamespaceActive)
 	r.put(t, "ending", corev1.NamespaceTerminating)
-	l := namespace.NewLifecycle(r.store, nsKeys, namespace.Immortal...)
+	l := nslifecycle.New(r.store, nsKeys, nslifecycle.Immortal...)
 	cm := func(name, generateName string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, GenerateName: generateName}}
 	}
@@ -182,7 +182,7 @@ func TestLifecycle(t *testing.T) {
 func TestLifecycleAcrossReplicas(t *testing.T) {
 	rs := startReplicas(t, 2)
 	a, b := rs[0], rs[1]
-	onB := namespace.NewLifecycle(b.store, nsKeys)
+	onB := nslifecycle.New(b.store, nsKeys)
 	create := func(ns string) error {
 		return onB.Admit(context.Background(), &rest.Attributes{
 			Operation: rest.Create, Resource: configMaps, Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
@@ -231,7 +231,7 @@ func TestLifecycleLooksUpRecentlyDeletedNamespacesLive(t *testing.T) {
 	r := startReplicas(t, 1)[0]
 	r.put(t, "doomed", corev1.NamespaceTerminating)
 	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	l := namespace.NewLifecycle(staleCache{Getter: r.store, stale: active}, nsKeys, namespace.Immortal...)
+	l := nslifecycle.New(staleCache{Getter: r.store, stale: active}, nsKeys, nslifecycle.Immortal...)
 	create := &rest.Attributes{Operation: rest.Create, Resource: configMaps, Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: "doomed", Name: "late",
 		Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}}
 	if err := l.Admit(context.Background(), create); err != nil {

@@ -1,4 +1,4 @@
-package namespace
+package nslifecycle
 
 import (
 	"context"
@@ -54,10 +54,10 @@ const forceLiveLookupTTL = 30 * time.Second
 
 var _ rest.MutatingAdmission = (*Lifecycle)(nil)
 
-// NewLifecycle returns the admission reading namespaces from store under
+// New returns the admission reading namespaces from store under
 // keys; immortal names the namespaces that may not be deleted (Immortal
 // in kube's configuration).
-func NewLifecycle(store storage.Getter, keys storage.Keys, immortal ...string) *Lifecycle {
+func New(store storage.Getter, keys storage.Keys, immortal ...string) *Lifecycle {
 	l := &Lifecycle{namespaces: store, keys: keys, immortal: map[string]bool{}, clock: clock.RealClock{}, deleted: map[string]time.Time{}}
 	for _, n := range immortal {
 		l.immortal[n] = true
