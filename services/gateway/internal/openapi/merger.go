@@ -1,20 +1,24 @@
 package openapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/kube-openapi/pkg/aggregator"
 	"k8s.io/kube-openapi/pkg/cached"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/handler3"
@@ -187,13 +191,13 @@ func (m *Merger) Sync(ctx context.Context) error {
 	paths := map[string]handler3.OpenAPIV3DiscoveryGroupVersion{}
 	owners := map[string]discovery.Route{}
 	v2 := m.swagger()
-	for key, routes := range byBackend {
+	for _, key := range mergeOrder(byBackend) {
 		docs := results[key]
 		if docs == nil {
 			continue
 		}
 		var prefixes []string
-		for _, r := range routes {
+		for _, r := range byBackend[key] {
 			p := gvPath(r)
 			entry, ok := docs.index[p]
 			if !ok {
@@ -202,7 +206,19 @@ func (m *Merger) Sync(ctx context.Context) error {
 			paths[p], owners[p] = entry, r
 			prefixes = append(prefixes, "/"+p+"/")
 		}
-		mergeV2(v2, docs.v2, prefixes)
+		// As kube-aggregator: a backend's paths outside its routes are
+		// another's (or no one's), and so are the definitions only they
+		// use. Same-named definitions that differ are renamed, their
+		// references with them, rather than one backend's breaking
+		// another's paths; equal ones are kept once.
+		own := aggregator.FilterSpecByPathsWithoutSideEffects(docs.v2, prefixes)
+		if err := aggregator.MergeSpecsIgnorePathConflictRenamingDefinitionsAndParameters(v2, own); err != nil {
+			// Only a malformed x-kubernetes-group-version-kind fails a
+			// merge, before any path is added: the backend's paths are
+			// left out as if it were down (definitions it added are
+			// unreferenced), where kube would fail every backend's.
+			m.log.Warn("merge openapi v2 of backend", "backend", key, "err", err)
+		}
 	}
 	return m.install(paths, owners, v2)
 }
@@ -215,23 +231,26 @@ func gvPath(r discovery.Route) string {
 	return "apis/" + r.GroupVersion.Group + "/" + r.GroupVersion.Version
 }
 
-// mergeV2 adds to dst the paths of src under one of prefixes, and every
-// definition of src: definitions of the apimachinery types are the same
-// in every backend.
-func mergeV2(dst, src *spec.Swagger, prefixes []string) {
-	if src.Paths != nil {
-		for p, item := range src.Paths.Paths {
-			for _, prefix := range prefixes {
-				if strings.HasPrefix(p+"/", prefix) {
-					dst.Paths.Paths[p] = item
-					break
-				}
-			}
+// mergeOrder is the order backends are merged in, which decides which of
+// two different definitions of one name keeps it: kube's order of
+// APIServices, the highest groupPriorityMinimum of a backend's routes
+// first, then the backend's URL, so that the name goes to the same
+// backend on every sync.
+func mergeOrder(byBackend map[string][]discovery.Route) []string {
+	priority := map[string]int32{}
+	for key, routes := range byBackend {
+		for _, r := range routes {
+			priority[key] = max(priority[key], r.GroupPriorityMinimum)
 		}
 	}
-	for name, def := range src.Definitions {
-		dst.Definitions[name] = def
-	}
+	keys := slices.Collect(maps.Keys(byBackend))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(priority[b], priority[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
 }
 
 func (m *Merger) install(paths map[string]handler3.OpenAPIV3DiscoveryGroupVersion, owners map[string]discovery.Route, v2 *spec.Swagger) error {

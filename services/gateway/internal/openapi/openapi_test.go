@@ -2,11 +2,13 @@ package openapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,8 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"kplane.dev/libs/apiserver/apitest"
+	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/openapi/builtin"
+	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/etcdtest"
 	gwdiscovery "kplane.dev/services/gateway/internal/discovery"
 	"kplane.dev/services/gateway/internal/discovery/backendtest"
@@ -54,18 +60,23 @@ func start(t *testing.T) *fixture {
 		{GroupVersion: apitest.Widgets.GroupVersion(), Available: true, Backend: f.widgets.URL},
 		{GroupVersion: schema.GroupVersion{Group: "down.example.com", Version: "v1"}, Backend: f.core.URL},
 	}}
+	f.merger, f.gateway = gateway(t, routes)
+	f.sync(t)
+	return f
+}
+
+// gateway serves the merge of the routes' documents, not yet synced.
+func gateway(t *testing.T, routes gwdiscovery.Routes) (*openapi.Merger, *restclient.Config) {
+	t.Helper()
 	m, err := openapi.New(routes, http.DefaultClient, openapi.WithTimeout(5*time.Second), openapi.WithLogger(backendtest.Logger(t)))
 	if err != nil {
 		t.Fatalf("new merger: %v", err)
 	}
-	f.merger = m
 	e := echo.New()
 	m.Register(e)
 	hs := httptest.NewServer(e)
 	t.Cleanup(hs.Close)
-	f.gateway = &restclient.Config{Host: hs.URL, QPS: -1}
-	f.sync(t)
-	return f
+	return m, &restclient.Config{Host: hs.URL, QPS: -1}
 }
 
 func (f *fixture) sync(t *testing.T) {
@@ -224,5 +235,115 @@ func TestV2(t *testing.T) {
 	paths, _ = v2(t, f.gateway)
 	if diff := cmp.Diff(union(corePaths), union(paths)); diff != "" {
 		t.Errorf("paths with widgets down (-core +gateway):\n%s", diff)
+	}
+}
+
+const (
+	settingsDef   = "io.example.Settings"
+	objectMetaDef = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+)
+
+// withSettings is a custom kind whose spec is a definition named
+// io.example.Settings with the given content, as two CRDs of different
+// groups can each have a definition of one name. Its metadata is the
+// built-in ObjectMeta, which every backend publishes alike.
+func withSettings(t *testing.T, gvk schema.GroupVersionKind, ref string, settings spec.Schema) *resource.Resource {
+	t.Helper()
+	builtins, err := builtin.Definitions()
+	if err != nil {
+		t.Fatalf("load built-in definitions: %v", err)
+	}
+	defs := maps.Clone(builtins)
+	obj := spec.Schema{SchemaProps: spec.SchemaProps{
+		Type: spec.StringOrArray{"object"},
+		Properties: map[string]spec.Schema{
+			"apiVersion": *spec.StringProperty(),
+			"kind":       *spec.StringProperty(),
+			"metadata":   *spec.RefSchema("#/definitions/" + objectMetaDef),
+			"spec":       *spec.RefSchema("#/definitions/" + settingsDef),
+		},
+	}}
+	obj.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	defs[ref], defs[settingsDef] = &obj, &settings
+	return &resource.Resource{
+		GroupVersionResource: gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s"),
+		Kind:                 gvk.Kind,
+		Singular:             strings.ToLower(gvk.Kind),
+		Namespaced:           true,
+		Objects:              objects.NewUnstructured(gvk, gvk.Kind+"List"),
+		Schema:               &resource.Schema{Ref: ref, Definitions: defs},
+	}
+}
+
+func objectWith(property string, s spec.Schema) spec.Schema {
+	return spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}, Properties: map[string]spec.Schema{property: s}}}
+}
+
+// swaggerJSON is /openapi/v2 in JSON, references and all.
+func swaggerJSON(t *testing.T, cfg *restclient.Config) *spec.Swagger {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, cfg.Host+openapi.PathV2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", openapi.PathV2, resp.StatusCode)
+	}
+	var sw spec.Swagger
+	if err := json.NewDecoder(resp.Body).Decode(&sw); err != nil {
+		t.Fatalf("decode %s: %v", openapi.PathV2, err)
+	}
+	return &sw
+}
+
+func TestV2DefinitionConflicts(t *testing.T) {
+	etcd := etcdtest.Start(t).Client(t)
+	gadget := schema.GroupVersionKind{Group: "a.example.com", Version: "v1", Kind: "Gadget"}
+	gizmo := schema.GroupVersionKind{Group: "b.example.com", Version: "v1", Kind: "Gizmo"}
+	const gadgetDef, gizmoDef = "com.example.a.v1.Gadget", "com.example.b.v1.Gizmo"
+	a := backendtest.Start(t, etcd, "/a", []*resource.Resource{withSettings(t, gadget, gadgetDef, objectWith("size", *spec.Int64Property()))})
+	b := backendtest.Start(t, etcd, "/b", []*resource.Resource{withSettings(t, gizmo, gizmoDef, objectWith("color", *spec.StringProperty()))})
+	// a's group has the higher priority: its definition keeps the name.
+	merger, gw := gateway(t, &table{routes: []gwdiscovery.Route{
+		{GroupVersion: gizmo.GroupVersion(), GroupPriorityMinimum: 1000, Available: true, Backend: b.URL},
+		{GroupVersion: gadget.GroupVersion(), GroupPriorityMinimum: 2000, Available: true, Backend: a.URL},
+	}})
+	_, aDefs := v2(t, a.Config)
+	_, bDefs := v2(t, b.Config)
+	if !slices.Contains(aDefs, objectMetaDef) || !slices.Contains(bDefs, objectMetaDef) {
+		t.Fatalf("a backend does not publish %s: the backends share no definition", objectMetaDef)
+	}
+
+	// Every sync must give the name to the same backend, whatever order
+	// the backends answer in.
+	for range 3 {
+		if err := merger.Sync(context.Background()); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		_, defs := v2(t, gw)
+		// Definitions both backends publish alike (ObjectMeta, ListMeta,
+		// Status...) appear once: only the conflicting one is added.
+		if diff := cmp.Diff(union(aDefs, bDefs, []string{settingsDef + "_v2"}), union(defs)); diff != "" {
+			t.Errorf("definitions (-backends and the renamed one +gateway):\n%s", diff)
+		}
+
+		sw := swaggerJSON(t, gw)
+		for def, want := range map[string]string{settingsDef: "size", settingsDef + "_v2": "color"} {
+			if got := slices.Sorted(maps.Keys(sw.Definitions[def].Properties)); !slices.Equal(got, []string{want}) {
+				t.Errorf("%s has properties %v, want [%s]", def, got, want)
+			}
+		}
+		for def, want := range map[string]string{gadgetDef: settingsDef, gizmoDef: settingsDef + "_v2"} {
+			ref := sw.Definitions[def].Properties["spec"].Ref
+			if got := ref.String(); got != "#/definitions/"+want {
+				t.Errorf("%s's spec refers to %q, want #/definitions/%s", def, got, want)
+			}
+		}
 	}
 }
