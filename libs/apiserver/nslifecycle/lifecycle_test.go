@@ -10,13 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"kplane.dev/libs/apiserver/nslifecycle"
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
 	"kplane.dev/libs/storage/etcd3"
-	"kplane.dev/libs/apiserver/nslifecycle"
 )
 
 var (

@@ -52,6 +52,13 @@ type Resource struct {
 	// Attrs returns the labels and selectable fields of an object; nil
 	// means storage.DefaultAttrs (metadata.name, metadata.namespace).
 	Attrs storage.AttrFunc
+	// StoreVersion names what the resource's store depends on besides
+	// its group, version and resource, such as a custom resource's
+	// schema: a server replacing the resource keeps its store (and watch
+	// cache) only while StoreVersion stays the same, and otherwise reads
+	// the objects anew through a new store.
+	StoreVersion string
+
 	// Creater, when set, makes the resource one that is not stored, as
 	// kube's reviews: it answers every create and nothing else is served
 	// (Verbs must be just create). The server builds no store for it.

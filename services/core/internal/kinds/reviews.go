@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/openapi/builtin"
 	"kplane.dev/libs/apiserver/resource"
@@ -15,7 +16,7 @@ import (
 // WithReviews adds to res the review resources, which are answered
 // through rpc and never stored, and the token subresource of service
 // accounts, answered by tokens. Review times are read from c.
-func WithReviews(res []*resource.Resource, rpc reviews.Requester, tokens resource.Creater, c clock.PassiveClock) ([]*resource.Resource, error) {
+func WithReviews(res []*resource.Resource, rpc authzreview.Requester, tokens resource.Creater, c clock.PassiveClock) ([]*resource.Resource, error) {
 	scheme, err := newScheme()
 	if err != nil {
 		return nil, err

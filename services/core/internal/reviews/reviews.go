@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/proto/authn"
@@ -36,7 +37,7 @@ var (
 
 // Resources declares the six review resources, answered through rpc. The
 // caller sets their Objects and Schema, as for every kind it serves.
-func Resources(rpc Requester, c clock.PassiveClock) []*resource.Resource {
+func Resources(rpc authzreview.Requester, c clock.PassiveClock) []*resource.Resource {
 	create := []string{"create"}
 	return []*resource.Resource{
 		{GroupVersionResource: TokenReviews, Kind: tokenReviewKind.Kind, Verbs: create, Creater: &tokenReviews{rpc: rpc}},
@@ -70,7 +71,7 @@ func caller(ctx context.Context) (*frontproxy.User, error) {
 	return u, nil
 }
 
-type tokenReviews struct{ rpc Requester }
+type tokenReviews struct{ rpc authzreview.Requester }
 
 // Create asks authn about the token, as kube's tokenreview REST: the
 // review comes back with its status filled in.
@@ -124,29 +125,7 @@ func authnExtra(in map[string][]string) map[string]authenticationv1.ExtraValue {
 	return out
 }
 
-func authzExtra(in map[string][]string) map[string]authorizationv1.ExtraValue {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(map[string]authorizationv1.ExtraValue, len(in))
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
-}
-
-// authorize asks authz about spec and returns its status.
-func authorize(ctx context.Context, rpc Requester, spec authorizationv1.SubjectAccessReviewSpec) (authorizationv1.SubjectAccessReviewStatus, error) {
-	sar := &authorizationv1.SubjectAccessReview{Spec: spec}
-	sar.SetGroupVersionKind(subjectAccessReviewKind)
-	var answer authorizationv1.SubjectAccessReview
-	if err := rpc.RequestJSON(ctx, authz.SubjectAccessReview, sar, &answer); err != nil {
-		return authorizationv1.SubjectAccessReviewStatus{}, err
-	}
-	return answer.Status, nil
-}
-
-type subjectAccessReviews struct{ rpc Requester }
+type subjectAccessReviews struct{ rpc authzreview.Requester }
 
 // Create answers whether spec's user may do what spec says.
 func (r *subjectAccessReviews) Create(ctx context.Context, req *resource.CreateRequest) (runtime.Object, error) {
@@ -157,7 +136,7 @@ func (r *subjectAccessReviews) Create(ctx context.Context, req *resource.CreateR
 	if errs := ValidateSubjectAccessReview(sar); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(invalidKind, "", errs)
 	}
-	status, err := authorize(ctx, r.rpc, sar.Spec)
+	status, err := authzreview.Authorize(ctx, r.rpc, sar.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +145,7 @@ func (r *subjectAccessReviews) Create(ctx context.Context, req *resource.CreateR
 	return sar, nil
 }
 
-type selfSubjectAccessReviews struct{ rpc Requester }
+type selfSubjectAccessReviews struct{ rpc authzreview.Requester }
 
 // Create answers whether the caller may do what spec says
 // (kubectl auth can-i).
@@ -182,13 +161,13 @@ func (r *selfSubjectAccessReviews) Create(ctx context.Context, req *resource.Cre
 	if err != nil {
 		return nil, err
 	}
-	status, err := authorize(ctx, r.rpc, authorizationv1.SubjectAccessReviewSpec{
+	status, err := authzreview.Authorize(ctx, r.rpc, authorizationv1.SubjectAccessReviewSpec{
 		ResourceAttributes:    ssar.Spec.ResourceAttributes,
 		NonResourceAttributes: ssar.Spec.NonResourceAttributes,
 		User:                  u.Name,
 		UID:                   u.UID,
 		Groups:                u.Groups,
-		Extra:                 authzExtra(u.Extra),
+		Extra:                 authzreview.Extra(u.Extra),
 	})
 	if err != nil {
 		return nil, err
@@ -198,7 +177,7 @@ func (r *selfSubjectAccessReviews) Create(ctx context.Context, req *resource.Cre
 	return ssar, nil
 }
 
-type localSubjectAccessReviews struct{ rpc Requester }
+type localSubjectAccessReviews struct{ rpc authzreview.Requester }
 
 // Create answers whether spec's user may do what spec says in the
 // request's namespace.
@@ -216,7 +195,7 @@ func (r *localSubjectAccessReviews) Create(ctx context.Context, req *resource.Cr
 	if req.Namespace != lsar.Namespace {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.resourceAttributes.namespace must match namespace: %v", req.Namespace))
 	}
-	status, err := authorize(ctx, r.rpc, lsar.Spec)
+	status, err := authzreview.Authorize(ctx, r.rpc, lsar.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +204,7 @@ func (r *localSubjectAccessReviews) Create(ctx context.Context, req *resource.Cr
 	return lsar, nil
 }
 
-type selfSubjectRulesReviews struct{ rpc Requester }
+type selfSubjectRulesReviews struct{ rpc authzreview.Requester }
 
 // Create lists the rules the caller holds in spec.namespace
 // (kubectl auth can-i --list). Kube answers with a new object that

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 
+	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/proto/authn"
 )
@@ -25,7 +26,7 @@ var TokenRequestKind = authenticationv1.SchemeGroupVersion.WithKind("TokenReques
 // TokenREST: it checks that the service account and the bound object
 // exist, then has authn sign the token.
 type TokenRequests struct {
-	rpc Requester
+	rpc authzreview.Requester
 	// kube reads service accounts and bound objects.
 	kube kubernetes.Interface
 }
@@ -33,7 +34,7 @@ type TokenRequests struct {
 var _ resource.Creater = (*TokenRequests)(nil)
 
 // NewTokenRequests returns the Creater of serviceaccounts/token.
-func NewTokenRequests(rpc Requester, kube kubernetes.Interface) *TokenRequests {
+func NewTokenRequests(rpc authzreview.Requester, kube kubernetes.Interface) *TokenRequests {
 	return &TokenRequests{rpc: rpc, kube: kube}
 }
 

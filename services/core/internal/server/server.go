@@ -16,9 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/apiserver/frontproxy"
-	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/nslifecycle"
+	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/rest"
 	apiserver "kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/changefeed"
@@ -84,7 +85,7 @@ func (s *Server) build() error {
 	if err != nil {
 		return fmt.Errorf("declare resources: %w", err)
 	}
-	rpc := reviews.NewNATS(s.NATS(), s.cfg.ReviewTimeout)
+	rpc := authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout)
 	if res, err = kinds.WithReviews(res, rpc, reviews.NewTokenRequests(rpc, loopback), clock.RealClock{}); err != nil {
 		return fmt.Errorf("declare reviews: %w", err)
 	}
@@ -97,7 +98,7 @@ func (s *Server) build() error {
 		Stores:    stores,
 		HandlerOptions: []rest.Option{
 			rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log)),
-			rest.WithAuthorizer(reviews.NewAuthorizer(rpc)),
+			rest.WithAuthorizer(authzreview.NewAuthorizer(rpc)),
 		},
 		Logger: s.log,
 	}

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/apitest"
+	"kplane.dev/libs/apiserver/nslifecycle"
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/resource"
-	"kplane.dev/libs/apiserver/nslifecycle"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/storage"
