@@ -332,6 +332,9 @@ func TestOperations(t *testing.T) {
 		const scale = "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
 		doc := docs["apis/example.com/v1"]
 		item := doc.Paths.Paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale"]
+		if item == nil || item.Get == nil || item.Put == nil || item.Patch == nil {
+			t.Fatalf("scale path %+v, want get, put and patch", item)
+		}
 		if item.Delete != nil || item.Post != nil {
 			t.Fatalf("scale serves more than get, put and patch: %+v", item)
 		}

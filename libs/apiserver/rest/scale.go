@@ -44,7 +44,8 @@ var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 // rather than storing a count nobody asked for; kube uses the same value.
 const unsetReplicas = math.MinInt32
 
-// scaleKind holds what every /scale shares: the Scale codec and schema.
+// scaleKind holds what every /scale shares, the Scale codec and schema,
+// built once since they are the same for every resource.
 var scaleKind = sync.OnceValues(func() (*scaleDecl, error) {
 	scheme := runtime.NewScheme()
 	if err := autoscalingv1.AddToScheme(scheme); err != nil {

@@ -51,6 +51,11 @@ func TestScaleReadsAndWritesTheDeclaredFields(t *testing.T) {
 		t.Fatalf("GET scale: %d %s\nwant %v", got.code, got.body, want)
 	}
 
+	dry := f.do(t, http.MethodPut, widgets+"/w/scale?dryRun=All", "", scaleBody("w", stored.GetResourceVersion(), "8"))
+	if dry.code != http.StatusOK || dry.content["spec"].(map[string]any)["replicas"] != int64(8) ||
+		f.stored(t, "widgets", "ns", "w").GetResourceVersion() != stored.GetResourceVersion() {
+		t.Fatalf("dry-run PUT scale: %d %s, or it was stored", dry.code, dry.body)
+	}
 	put := f.do(t, http.MethodPut, widgets+"/w/scale", "", scaleBody("w", stored.GetResourceVersion(), "5"))
 	after := f.stored(t, "widgets", "ns", "w")
 	if put.code != http.StatusOK || put.content["spec"].(map[string]any)["replicas"] != int64(5) ||
