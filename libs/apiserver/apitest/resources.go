@@ -25,7 +25,9 @@ var (
 
 // Resources declares configmaps as kube-apiserver serves them (typed,
 // columns DATA and AGE, the built-in OpenAPI schema) and widgets, an
-// unstructured kind with /status and a SIZE column taken from .spec.size.
+// unstructured kind with /status, /scale (of .spec.replicas,
+// .status.replicas and .status.selector) and a SIZE column taken from
+// .spec.size.
 // Ages are measured with c (nil: the real clock).
 func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 	scheme := runtime.NewScheme()
@@ -64,9 +66,13 @@ func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 			Singular:             "widget",
 			Namespaced:           true,
 			Categories:           []string{"all"},
-			Subresources:         resource.Subresources{Status: true},
-			Generation:           true,
-			Objects:              objects.NewUnstructured(Widgets.GroupVersion().WithKind("Widget"), "WidgetList"),
+			Subresources: resource.Subresources{Status: true, Scale: &resource.Scale{
+				SpecReplicasPath:   ".spec.replicas",
+				StatusReplicasPath: ".status.replicas",
+				LabelSelectorPath:  ".status.selector",
+			}},
+			Generation: true,
+			Objects:    objects.NewUnstructured(Widgets.GroupVersion().WithKind("Widget"), "WidgetList"),
 			Columns: []resource.Column{
 				{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Size", Type: "integer"}, Cell: size},
 			},

@@ -486,3 +486,40 @@ func TestActions(t *testing.T) {
 		})
 	}
 }
+
+// TestScale checks /scale is listed as kube lists a custom resource's:
+// after /status, with autoscaling/v1 Scale as its kind.
+func TestScale(t *testing.T) {
+	w := widgets("v1")
+	w.Subresources.Scale = &resource.Scale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas"}
+	srv := newServer(t, w)
+
+	_, body := get(t, srv.URL+"/apis/example.com/v1", nil)
+	var legacy metav1.APIResourceList
+	if err := json.Unmarshal(body, &legacy); err != nil {
+		t.Fatal(err)
+	}
+	wantLegacy := []metav1.APIResource{
+		{Name: "widgets/status", Namespaced: true, Kind: "Widget", Verbs: []string{"get", "patch", "update"}},
+		{Name: "widgets/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: []string{"get", "patch", "update"}},
+	}
+	if diff := cmp.Diff(wantLegacy, legacy.APIResources[1:]); diff != "" {
+		t.Fatalf("legacy subresources (-want +got):\n%s", diff)
+	}
+
+	_, body = get(t, srv.URL+"/apis", http.Header{"Accept": {kdiscovery.MediaTypeV2 + ",application/json"}})
+	var aggregated apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(body, &aggregated); err != nil {
+		t.Fatal(err)
+	}
+	wantAggregated := []apidiscoveryv2.APISubresourceDiscovery{
+		{Subresource: "status", ResponseKind: &metav1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, Verbs: []string{"get", "patch", "update"}},
+		{Subresource: "scale", ResponseKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, Verbs: []string{"get", "patch", "update"}},
+	}
+	if len(aggregated.Items) != 1 || len(aggregated.Items[0].Versions) != 1 || len(aggregated.Items[0].Versions[0].Resources) != 1 {
+		t.Fatalf("aggregated discovery: %s", body)
+	}
+	if diff := cmp.Diff(wantAggregated, aggregated.Items[0].Versions[0].Resources[0].Subresources); diff != "" {
+		t.Fatalf("aggregated subresources (-want +got):\n%s", diff)
+	}
+}

@@ -25,8 +25,12 @@ type subresource struct {
 	kind  *schema.GroupVersionKind
 }
 
+// scaleKind is what /scale takes and returns, for every resource.
+var scaleKind = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+
 // subresources lists what r serves besides itself, in kube's order
-// (by name): /finalize takes only update, /status get, patch and update.
+// (by name, then /scale): /finalize takes only update, /status get, patch
+// and update, /scale the same of autoscaling/v1 Scale.
 func subresources(r *resource.Resource) []subresource {
 	var subs []subresource
 	if r.Subresources.Finalize {
@@ -39,6 +43,11 @@ func subresources(r *resource.Resource) []subresource {
 		subs = append(subs, subresource{name: a.Name, verbs: []string{"create"}, kind: &a.Kind})
 	}
 	sort.SliceStable(subs, func(i, j int) bool { return subs[i].name < subs[j].name })
+	if r.Subresources.Scale != nil {
+		// Only custom-resource-like kinds have it, and kube's discovery
+		// of a custom resource lists it last, after /status.
+		subs = append(subs, subresource{name: "scale", verbs: []string{"get", "patch", "update"}, kind: &scaleKind})
+	}
 	return subs
 }
 

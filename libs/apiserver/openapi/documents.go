@@ -61,6 +61,11 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 		if err := collect(gv.definitions, roots, own, declared, common); err != nil {
 			return nil, fmt.Errorf("collect definitions of %s: %w", r.GroupResource(), err)
 		}
+		if r.Subresources.Scale != nil {
+			if err := collect(gv.definitions, []string{defScale}, common); err != nil {
+				return nil, fmt.Errorf("collect definitions of %s/scale: %w", r.GroupResource(), err)
+			}
+		}
 		for _, a := range r.Subresources.Actions {
 			if a.Schema == nil {
 				continue

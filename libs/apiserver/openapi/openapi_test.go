@@ -90,8 +90,10 @@ func widgets() *resource.Resource {
 		Kind:                 gvk.Kind,
 		Singular:             "widget",
 		Namespaced:           true,
-		Subresources:         resource.Subresources{Status: true},
-		Objects:              objects.NewUnstructured(gvk, "WidgetList"),
+		Subresources: resource.Subresources{Status: true, Scale: &resource.Scale{
+			SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas",
+		}},
+		Objects: objects.NewUnstructured(gvk, "WidgetList"),
 	}
 }
 
@@ -283,6 +285,9 @@ func TestOperations(t *testing.T) {
 		{"api/v1", "/api/v1/namespaces/{name}/status", "patch", "patchCoreV1NamespaceStatus", "patch"},
 		{"apis/rbac.authorization.k8s.io/v1", "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{name}", "get", "readRbacAuthorizationV1NamespacedRole", "get"},
 		{"apis/example.com/v1", "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status", "get", "readExampleComV1NamespacedWidgetStatus", "get"},
+		{"apis/example.com/v1", "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale", "get", "readExampleComV1NamespacedWidgetScale", "get"},
+		{"apis/example.com/v1", "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale", "put", "replaceExampleComV1NamespacedWidgetScale", "put"},
+		{"apis/example.com/v1", "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale", "patch", "patchExampleComV1NamespacedWidgetScale", "patch"},
 	}
 	docs := map[string]*spec3.OpenAPI{}
 	for _, tt := range tests {
@@ -320,6 +325,32 @@ func TestOperations(t *testing.T) {
 		item := doc.Paths.Paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]
 		if item == nil || item.Get == nil || item.Put != nil || item.Delete != nil || item.Patch != nil {
 			t.Fatalf("item path: %+v", item)
+		}
+	})
+
+	t.Run("scale reads and writes Scales", func(t *testing.T) {
+		const scale = "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
+		doc := docs["apis/example.com/v1"]
+		item := doc.Paths.Paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale"]
+		if item == nil || item.Get == nil || item.Put == nil || item.Patch == nil {
+			t.Fatalf("scale path %+v, want get, put and patch", item)
+		}
+		if item.Delete != nil || item.Post != nil {
+			t.Fatalf("scale serves more than get, put and patch: %+v", item)
+		}
+		if got := item.Put.RequestBody.Content["*/*"].Schema.Ref.String(); got != scale {
+			t.Fatalf("put body %q, want %q", got, scale)
+		}
+		for method, op := range map[string]*spec3.Operation{"get": item.Get, "put": item.Put, "patch": item.Patch} {
+			if got := op.Responses.StatusCodeResponses[200].Content["application/json"].Schema.Ref.String(); got != scale {
+				t.Fatalf("%s answers %q, want %q", method, got, scale)
+			}
+		}
+		if doc.Components.Schemas["io.k8s.api.autoscaling.v1.Scale"] == nil {
+			t.Fatal("no Scale schema")
+		}
+		if _, ok := item.Patch.RequestBody.Content["application/strategic-merge-patch+json"]; ok {
+			t.Fatal("scale of a custom resource takes strategic merge patches")
 		}
 	})
 

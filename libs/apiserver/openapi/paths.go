@@ -17,6 +17,7 @@ const (
 	defDeleteOptions = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 	defWatchEvent    = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"
 	defPatch         = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+	defScale         = "io.k8s.api.autoscaling.v1.Scale"
 	defObjectMeta    = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 	defListMeta      = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
 )
@@ -141,6 +142,17 @@ func resourcePaths(paths map[string]spec.PathItem, r *resource.Resource, names k
 			get:   status.read("get", "read"+o.prefix+nsKind+"Status", "read status of the specified "+r.Kind),
 			put:   status.replace("update", "replace"+o.prefix+nsKind+"Status", "replace status of the specified "+r.Kind),
 			patch: status.patch("patch", "patch"+o.prefix+nsKind+"Status", "partially update status of the specified "+r.Kind),
+		})
+	}
+	if r.Subresources.Scale != nil {
+		// Kube's paths for a custom resource's scale carry the resource's
+		// group, version and kind, and the Scale as their body.
+		scale := &operations{prefix: o.prefix, tag: o.tag, gvk: o.gvk, kind: o.kind, names: kindNames{object: defScale}, consume: o.consume,
+			verbs: map[string]bool{"get": true, "update": true, "patch": true}}
+		add(paths, item+"/scale", join(nameParams, nsParams, pretty), pathOps{
+			get:   scale.read("get", "read"+o.prefix+nsKind+"Scale", "read scale of the specified "+r.Kind),
+			put:   scale.replace("update", "replace"+o.prefix+nsKind+"Scale", "replace scale of the specified "+r.Kind),
+			patch: scale.patch("patch", "patch"+o.prefix+nsKind+"Scale", "partially update scale of the specified "+r.Kind),
 		})
 	}
 	for _, a := range r.Subresources.Actions {

@@ -50,12 +50,11 @@ func (p *Patcher) setKind(obj runtime.Object) {
 	}
 }
 
-// newFieldManagers builds a field manager for the main resource and for
-// each subresource. As kube-apiserver's strategies do, the main resource
-// does not take ownership of status and /status does not of spec.
-func newFieldManagers(r *resource.Resource, tc managedfields.TypeConverter, k kindObjects) (map[string]*managedfields.FieldManager, error) {
-	gvk := r.GroupVersionKind()
-	version := fieldpath.APIVersion(gvk.GroupVersion().String())
+// resets are the fields the main resource and each of its subresources
+// leave alone. As kube-apiserver's strategies do, the main resource does
+// not take ownership of status and /status does not of spec.
+func resets(r *resource.Resource) map[string]map[fieldpath.APIVersion]fieldpath.Filter {
+	version := fieldpath.APIVersion(r.GroupVersionKind().GroupVersion().String())
 	subresources := map[string]map[fieldpath.APIVersion]fieldpath.Filter{"": nil}
 	if r.Subresources.Status {
 		subresources[""] = map[fieldpath.APIVersion]fieldpath.Filter{
@@ -72,6 +71,13 @@ func newFieldManagers(r *resource.Resource, tc managedfields.TypeConverter, k ki
 			version: fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status"))),
 		}
 	}
+	return subresources
+}
+
+// newFieldManagers builds a field manager for each of subresources, with
+// the fields it leaves alone.
+func newFieldManagers(r *resource.Resource, tc managedfields.TypeConverter, k kindObjects, subresources map[string]map[fieldpath.APIVersion]fieldpath.Filter) (map[string]*managedfields.FieldManager, error) {
+	gvk := r.GroupVersionKind()
 	newManager := managedfields.NewDefaultFieldManager
 	if !k.typed {
 		newManager = managedfields.NewDefaultCRDFieldManager

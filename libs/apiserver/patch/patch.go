@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"kplane.dev/libs/apiserver/resource"
 )
@@ -64,6 +65,18 @@ type Patcher struct {
 // New returns the Patcher of a resource. Its managed fields follow the
 // resource's Schema, or treat every field as atomic when Schema is nil.
 func New(r *resource.Resource) (*Patcher, error) {
+	return build(r, resets(r))
+}
+
+// NewSubresource returns the Patcher of a subresource that has a kind of
+// its own, as /scale has autoscaling/v1 Scale: r declares that kind, and
+// the managedFields entries it records name subresource, which patches
+// must give as Options.Subresource.
+func NewSubresource(r *resource.Resource, subresource string) (*Patcher, error) {
+	return build(r, map[string]map[fieldpath.APIVersion]fieldpath.Filter{subresource: nil})
+}
+
+func build(r *resource.Resource, subresources map[string]map[fieldpath.APIVersion]fieldpath.Filter) (*Patcher, error) {
 	limitCopies()
 	_, isUnstructured := r.Objects.New().(runtime.Unstructured)
 	k := kindObjects{objects: r.Objects, gvk: r.GroupVersionKind(), typed: !isUnstructured}
@@ -76,7 +89,7 @@ func New(r *resource.Resource) (*Patcher, error) {
 	if _, err := tc.ObjectToTyped(r.Objects.New()); err != nil {
 		return nil, fmt.Errorf("build patcher of %s: schema %v does not describe %s: %w", r.GroupResource(), schemaRef(r.Schema), k.gvk, err)
 	}
-	managers, err := newFieldManagers(r, tc, k)
+	managers, err := newFieldManagers(r, tc, k, subresources)
 	if err != nil {
 		return nil, fmt.Errorf("build patcher of %s: %w", r.GroupResource(), err)
 	}

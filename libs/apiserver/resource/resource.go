@@ -94,9 +94,30 @@ type Subresources struct {
 	// changes only spec.finalizers, which updates through the main
 	// resource and /status keep.
 	Finalize bool
+	// Scale serves /scale as kube-apiserver serves it for a custom
+	// resource: an autoscaling/v1 Scale read from and written to the
+	// object's fields at these paths. Only unstructured objects have it;
+	// the built-in kinds with a scale have their own Go types.
+	Scale *Scale
 	// Actions are subresources that take creates of a kind of their own,
 	// such as serviceaccounts/token taking TokenRequests.
 	Actions []Action
+}
+
+// Scale declares the /scale subresource, as a CustomResourceDefinition's
+// subresources.scale: paths are kube's simple JSON paths into the object
+// (.spec.replicas), a leading dot and dot-separated field names.
+type Scale struct {
+	// SpecReplicasPath is the desired replica count, Scale's
+	// spec.replicas; updates through /scale change only it. Required.
+	SpecReplicasPath string
+	// StatusReplicasPath is the observed replica count, Scale's
+	// status.replicas (0 when absent). Required.
+	StatusReplicasPath string
+	// LabelSelectorPath, when set, is a string field holding the label
+	// selector of the replicas in serialized form, Scale's
+	// status.selector, which the horizontal pod autoscaler reads.
+	LabelSelectorPath string
 }
 
 // Action is a create-only subresource answered by a Creater, as kube's

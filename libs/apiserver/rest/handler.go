@@ -34,6 +34,8 @@ type Handler struct {
 	authorizer Authorizer
 	// actions are the handlers of the resource's actions, by name.
 	actions map[string]*Handler
+	// scale serves /scale; nil when the resource has none.
+	scale *scaler
 }
 
 // Option configures a Handler.
@@ -65,6 +67,9 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 		return nil, err
 	}
 	h.actions = actions
+	if h.scale, err = newScaler(h); err != nil {
+		return nil, err
+	}
 	if !r.Stored() {
 		return h, nil
 	}
@@ -100,6 +105,15 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 		default:
 			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
 		}
+	case scaleSubresource:
+		if h.scale == nil {
+			return apistatus.NoRoute()
+		}
+		switch info.Verb {
+		case "get", "update", "patch":
+		default:
+			return apierrors.NewMethodNotSupported(h.r.GroupResource(), info.Verb)
+		}
 	case "finalize":
 		if !h.r.Subresources.Finalize {
 			return apistatus.NoRoute()
@@ -122,6 +136,9 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	}
 	if !h.r.Stored() {
 		return h.createUnstored(c, info)
+	}
+	if info.Subresource == scaleSubresource {
+		return h.serveScale(c, info)
 	}
 	switch info.Verb {
 	case "get":

@@ -99,6 +99,9 @@ func (h *Handler) prepareCreate(ctx context.Context, obj runtime.Object, namespa
 		h.r.Strategy.PrepareForCreate(ctx, obj)
 		errs = h.r.Strategy.Validate(ctx, obj)
 	}
+	if h.scale != nil {
+		errs = append(errs, h.scale.errors(obj, "")...)
+	}
 	// Kube runs the generic metadata checks only when the kind's own
 	// passed, so a kind's more specific message wins.
 	if len(errs) == 0 {
@@ -163,6 +166,9 @@ func (h *Handler) prepareUpdate(ctx context.Context, obj, old runtime.Object, na
 	errs = append(errs, genericvalidation.ValidateObjectMetaAccessorUpdate(m, om, field.NewPath("metadata"))...)
 	if h.r.Strategy != nil {
 		errs = append(errs, h.r.Strategy.ValidateUpdate(ctx, obj, old)...)
+	}
+	if h.scale != nil {
+		errs = append(errs, h.scale.errors(obj, subresource)...)
 	}
 	if len(errs) != 0 {
 		return nil, h.invalid(m.GetName(), errs)

@@ -23,7 +23,7 @@ func checkUnstored(r *resource.Resource) error {
 	if !slices.Equal(r.VerbList(), []string{"create"}) {
 		return fmt.Errorf("resource %s is not stored and must declare the verbs [create], got %v", r.GroupVersionResource, r.VerbList())
 	}
-	if r.Subresources.Status || r.Subresources.Finalize || len(r.Subresources.Actions) != 0 {
+	if r.Subresources.Status || r.Subresources.Finalize || r.Subresources.Scale != nil || len(r.Subresources.Actions) != 0 {
 		return fmt.Errorf("resource %s is not stored and can have no subresources", r.GroupVersionResource)
 	}
 	return nil
@@ -36,7 +36,7 @@ func actionHandlers(parent *Handler) (map[string]*Handler, error) {
 	out := map[string]*Handler{}
 	for _, a := range r.Subresources.Actions {
 		switch {
-		case a.Name == "" || a.Name == "status" || a.Name == "finalize":
+		case a.Name == "" || a.Name == "status" || a.Name == "finalize" || a.Name == scaleSubresource:
 			return nil, fmt.Errorf("resource %s: action name %q is empty or reserved", r.GroupVersionResource, a.Name)
 		case a.Objects == nil || a.Creater == nil || a.Kind.Kind == "":
 			return nil, fmt.Errorf("resource %s: action %q needs a kind, Objects and a Creater", r.GroupVersionResource, a.Name)

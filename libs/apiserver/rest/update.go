@@ -143,14 +143,24 @@ func (h *Handler) updated(ctx context.Context, w write, newState newStateFunc, e
 		return nil, err
 	}
 	opts := updateOptions(w.options)
-	if obj, err = h.admit(ctx, h.attributes(ctx, Update, w.namespace, w.name, w.subresource, obj, existing, opts, w.dryRun)); err != nil {
-		return nil, err
+	if w.subresource != scaleSubresource {
+		// A write through /scale ran mutating admission on its Scale
+		// while computing its new state, as kube.
+		if obj, err = h.admit(ctx, h.attributes(ctx, Update, w.namespace, w.name, w.subresource, obj, existing, opts, w.dryRun)); err != nil {
+			return nil, err
+		}
 	}
 	if obj, err = h.prepareUpdate(ctx, obj, existing, w.namespace, w.subresource); err != nil {
 		return nil, err
 	}
 	keepManagedFieldsTimestamps(obj, existing)
-	if err := h.validate(ctx, h.attributes(ctx, Update, w.namespace, w.name, w.subresource, obj, existing, opts, w.dryRun)); err != nil {
+	a := h.attributes(ctx, Update, w.namespace, w.name, w.subresource, obj, existing, opts, w.dryRun)
+	if w.subresource == scaleSubresource && len(h.admission) != 0 {
+		if a, err = h.scaleAttributes(a); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.validate(ctx, a); err != nil {
 		return nil, err
 	}
 	if h.emptiesFinalizers(obj, existing) {

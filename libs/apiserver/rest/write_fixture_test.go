@@ -29,9 +29,9 @@ import (
 	"kplane.dev/libs/storage/etcd3"
 )
 
-// writeFixture serves ConfigMaps (typed) and Widgets (unstructured, with a
-// status subresource and a strategy that validates spec.size) from a real
-// embedded etcd over real HTTP.
+// writeFixture serves ConfigMaps (typed) and Widgets (unstructured, with
+// status and scale subresources and a strategy that validates spec.size)
+// from a real embedded etcd over real HTTP.
 type writeFixture struct {
 	url string
 	// handler serves the fixture's requests, for clients that call it
@@ -74,10 +74,14 @@ func widgetResource() *resource.Resource {
 		GroupVersionResource: widgetGVK.GroupVersion().WithResource("widgets"),
 		Kind:                 "Widget",
 		Namespaced:           true,
-		Subresources:         resource.Subresources{Status: true},
-		Generation:           true,
-		Objects:              objects.NewUnstructured(widgetGVK, "WidgetList"),
-		Strategy:             widgetStrategy{},
+		Subresources: resource.Subresources{Status: true, Scale: &resource.Scale{
+			SpecReplicasPath:   ".spec.replicas",
+			StatusReplicasPath: ".status.replicas",
+			LabelSelectorPath:  ".status.selector",
+		}},
+		Generation: true,
+		Objects:    objects.NewUnstructured(widgetGVK, "WidgetList"),
+		Strategy:   widgetStrategy{},
 	}
 }
 
