@@ -18,19 +18,22 @@ import (
 type builtinPriority struct {
 	gv             schema.GroupVersion
 	group, version int32
+	// crd marks the group crd serves; core serves the others.
+	crd bool
 }
 
-// builtins are the group/versions core serves.
+// builtins are the group/versions core and crd serve.
 func builtins() []builtinPriority {
 	return []builtinPriority{
-		{schema.GroupVersion{Version: "v1"}, 18000, 1},
-		{schema.GroupVersion{Group: "apiregistration.k8s.io", Version: "v1"}, 18000, 15},
-		{schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}, 17750, 15},
-		{schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}, 17700, 15},
-		{schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}, 17600, 15},
-		{schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}, 17000, 15},
-		{schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}, 16700, 15},
-		{schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}, 16500, 15},
+		{schema.GroupVersion{Version: "v1"}, 18000, 1, false},
+		{schema.GroupVersion{Group: "apiregistration.k8s.io", Version: "v1"}, 18000, 15, false},
+		{schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}, 17750, 15, false},
+		{schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}, 17700, 15, false},
+		{schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}, 17600, 15, false},
+		{schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}, 17000, 15, false},
+		{schema.GroupVersion{Group: "apiextensions.k8s.io", Version: "v1"}, 16700, 15, true},
+		{schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}, 16700, 15, false},
+		{schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}, 16500, 15, false},
 	}
 }
 
@@ -41,10 +44,13 @@ func APIServiceName(gv schema.GroupVersion) string {
 }
 
 // BuiltinAPIServices are the local APIServices of the group/versions core
-// serves.
-func BuiltinAPIServices() []*apiregistrationv1.APIService {
+// serves, and crd when withCRD.
+func BuiltinAPIServices(withCRD bool) []*apiregistrationv1.APIService {
 	var out []*apiregistrationv1.APIService
 	for _, b := range builtins() {
+		if b.crd && !withCRD {
+			continue
+		}
 		out = append(out, &apiregistrationv1.APIService{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: APIServiceName(b.gv),
@@ -66,8 +72,8 @@ func BuiltinAPIServices() []*apiregistrationv1.APIService {
 // EnsureBuiltins creates the built-in APIServices that are missing and
 // puts back the spec of those that were changed. Gateways racing to do
 // the same are not an error.
-func EnsureBuiltins(ctx context.Context, c apiregistrationclient.APIServiceInterface) error {
-	for _, want := range BuiltinAPIServices() {
+func EnsureBuiltins(ctx context.Context, c apiregistrationclient.APIServiceInterface, withCRD bool) error {
+	for _, want := range BuiltinAPIServices(withCRD) {
 		got, err := c.Get(ctx, want.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -87,4 +93,14 @@ func EnsureBuiltins(ctx context.Context, c apiregistrationclient.APIServiceInter
 		}
 	}
 	return nil
+}
+
+// coreServes reports whether gv is one of the group/versions core serves.
+func coreServes(gv schema.GroupVersion) bool {
+	for _, b := range builtins() {
+		if b.gv == gv {
+			return !b.crd
+		}
+	}
+	return false
 }

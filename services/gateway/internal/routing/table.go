@@ -58,7 +58,9 @@ type Route struct {
 	GroupVersion schema.GroupVersion
 	// APIService is the name of the APIService the route comes from.
 	APIService string
-	// Local routes go to core.
+	// Local routes go to core, or, for groups core does not serve, to
+	// crd: a local APIService is served by the control plane itself, as
+	// kube's are by kube-apiserver or its apiextensions server.
 	Local bool
 	// Backend serves the group/version; nil when the APIService's
 	// service cannot be resolved.
@@ -72,8 +74,11 @@ type Route struct {
 
 // Options configure a Table.
 type Options struct {
-	// Core is the backend of local APIServices.
+	// Core is the backend of local APIServices of core's groups.
 	Core *Backend
+	// CRD is the backend of the other local APIServices (custom resources
+	// and apiextensions.k8s.io); nil sends them to core as well.
+	CRD *Backend
 	// Client reads and registers APIServices in core as the gateway.
 	Client aggregator.Interface
 	// Resolver finds the services of non-local APIServices.
@@ -135,7 +140,7 @@ func New(o Options) (*Table, error) {
 // until ctx ends.
 func (t *Table) Run(ctx context.Context) error {
 	for {
-		err := EnsureBuiltins(ctx, t.opts.Client.ApiregistrationV1().APIServices())
+		err := EnsureBuiltins(ctx, t.opts.Client.ApiregistrationV1().APIServices(), t.opts.CRD != nil)
 		if err == nil {
 			break
 		}
@@ -258,6 +263,9 @@ func (t *Table) rebuild(list []*apiregistrationv1.APIService) {
 		}
 		if r.Local {
 			r.Backend, r.Available = t.opts.Core, true
+			if t.opts.CRD != nil && !coreServes(r.GroupVersion) {
+				r.Backend = t.opts.CRD
+			}
 		} else {
 			b, err := t.backend(s, old, used)
 			if err != nil {

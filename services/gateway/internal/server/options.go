@@ -67,6 +67,8 @@ type Options struct {
 	BackendCAFile string
 	// CoreURLs are the core replicas.
 	CoreURLs []string
+	// CRDURLs are the crd replicas; empty serves no custom resources.
+	CRDURLs []string
 	// ServiceMap resolves APIService services statically; empty resolves
 	// them through cluster DNS.
 	ServiceMap []string
@@ -113,6 +115,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ProxyClientKeyFile, "proxy-client-key-file", o.ProxyClientKeyFile, "PEM private key of --proxy-client-cert-file")
 	fs.StringVar(&o.BackendCAFile, "backend-ca-file", o.BackendCAFile, "PEM CA bundle that verifies the serving certificates of core replicas")
 	fs.StringSliceVar(&o.CoreURLs, "core-url", o.CoreURLs, "https URL of a core replica; repeat or separate with commas for several")
+	fs.StringSliceVar(&o.CRDURLs, "crd-url", o.CRDURLs, "https URL of a crd replica, which serves apiextensions.k8s.io and custom resources; repeat or separate with commas for several; empty serves neither")
 	fs.StringSliceVar(&o.ServiceMap, "service-map", o.ServiceMap, "where APIService services live, namespace/name=https://host:port, repeated or comma-separated; empty resolves https://<name>.<namespace>.svc:<port>")
 	o.Filters.AddFlags(fs)
 	fs.DurationVar(&o.DocumentsInterval, "discovery-interval", o.DocumentsInterval, "how often the discovery and OpenAPI documents are fetched from the backends again when no APIService changed")
@@ -148,6 +151,11 @@ func (o *Options) Validate() []error {
 			add("--core-url: %q is not an https URL", s)
 		}
 	}
+	for _, s := range o.CRDURLs {
+		if u, err := url.Parse(s); err != nil || u.Scheme != "https" || u.Host == "" {
+			add("--crd-url: %q is not an https URL", s)
+		}
+	}
 	if _, err := routing.ParseServiceMap(o.ServiceMap); err != nil {
 		add("--service-map: %w", err)
 	}
@@ -181,6 +189,7 @@ type Config struct {
 	proxyClient          tls.Certificate
 	backendCA            *x509.CertPool
 	coreURLs             []*url.URL
+	crdURLs              []*url.URL
 	resolver             routing.Resolver
 	filters              filters.Config
 	documentsInterval    time.Duration
@@ -226,6 +235,13 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("parse --core-url: %w", err)
 		}
 		c.coreURLs = append(c.coreURLs, u)
+	}
+	for _, s := range o.CRDURLs {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("parse --crd-url: %w", err)
+		}
+		c.crdURLs = append(c.crdURLs, u)
 	}
 	if len(o.ServiceMap) > 0 {
 		if c.resolver, err = routing.ParseServiceMap(o.ServiceMap); err != nil {

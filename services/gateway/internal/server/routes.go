@@ -44,7 +44,7 @@ func (r routes) Routes() []discovery.Route {
 }
 
 // endpoints resolves APIServices for the availability controller from the
-// routing table: core for local ones, the route's backend for the others.
+// routing table: the route's backend, core for a local one not yet routed.
 type endpoints struct {
 	table *routing.Table
 	core  *routing.Backend
@@ -54,6 +54,11 @@ var _ availability.Resolver = endpoints{}
 
 func (e endpoints) Resolve(_ context.Context, s *apiregistrationv1.APIService) (availability.Endpoint, error) {
 	if s.Spec.Service == nil {
+		// A local APIService is served by core or, for the groups core
+		// does not serve, crd: the route says which.
+		if rt, ok := e.table.Lookup(schema.GroupVersion{Group: s.Spec.Group, Version: s.Spec.Version}); ok && rt.Local && rt.Backend != nil {
+			return endpoint(rt.Backend), nil
+		}
 		return endpoint(e.core), nil
 	}
 	rt, ok := e.table.Lookup(schema.GroupVersion{Group: s.Spec.Group, Version: s.Spec.Version})

@@ -43,13 +43,15 @@ func Identity() frontproxy.User {
 
 // Server is the gateway.
 type Server struct {
-	cfg    *Config
-	log    *slog.Logger
-	echo   *echo.Echo
-	nc     *nats.Conn
-	authn  *authn.Authenticator
-	authz  *authz.Authorizer
-	core   *routing.Backend
+	cfg   *Config
+	log   *slog.Logger
+	echo  *echo.Echo
+	nc    *nats.Conn
+	authn *authn.Authenticator
+	authz *authz.Authorizer
+	core  *routing.Backend
+	// crd serves custom resources; nil without --crd-url.
+	crd    *routing.Backend
 	table  *routing.Table
 	limits *filters.Filters
 	// registered is kube's readiness hook of the APIService registration:
@@ -74,6 +76,18 @@ func New(cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("core backend: %w", err)
 	}
 	core := &routing.Backend{Name: "core", Transport: coreTransport}
+	var crd *routing.Backend
+	if len(cfg.crdURLs) > 0 {
+		crdTransport, err := proxy.NewTransport(cfg.crdURLs, &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{cfg.proxyClient},
+			RootCAs:      cfg.backendCA,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("crd backend: %w", err)
+		}
+		crd = &routing.Backend{Name: "crd", Transport: crdTransport}
+	}
 	client, err := aggregator.NewForConfig(&restclient.Config{
 		Host:      core.URL("").String(),
 		Transport: asUser(coreTransport, Identity()),
@@ -84,6 +98,7 @@ func New(cfg *Config) (*Server, error) {
 	}
 	table, err := routing.New(routing.Options{
 		Core:              core,
+		CRD:               crd,
 		Client:            client,
 		Resolver:          cfg.resolver,
 		ClientCertificate: cfg.proxyClient,
@@ -118,6 +133,7 @@ func New(cfg *Config) (*Server, error) {
 		}),
 		authz:      authorizer,
 		core:       core,
+		crd:        crd,
 		table:      table,
 		registered: filters.NewPostStartHook("apiservice-registration-controller"),
 	}
@@ -247,6 +263,9 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = errors.Join(runErr, err)
 	}
 	s.core.Transport.CloseIdleConnections()
+	if s.crd != nil {
+		s.crd.Transport.CloseIdleConnections()
+	}
 	if err := s.authz.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}

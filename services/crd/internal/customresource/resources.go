@@ -1,0 +1,222 @@
+package customresource
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/jsonpath"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/storage"
+)
+
+// Converters make the converter between a CRD's versions.
+type Converters interface {
+	NewConverter(crd *apiextensionsv1.CustomResourceDefinition) (safe, unsafe runtime.ObjectConvertor, err error)
+}
+
+// Resources declares every served version of crd, under the names it
+// was accepted with. Ages are measured with c.
+func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Converters, c clock.PassiveClock) ([]*resource.Resource, error) {
+	_, converter, err := converters.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("build the converter of %s: %w", crd.Name, err)
+	}
+	names := crd.Status.AcceptedNames
+	// The store is rebuilt, and objects read anew, when what decoding
+	// depends on changes: the spec (its generation) or the CRD itself.
+	storeVersion := fmt.Sprintf("%s/%d", crd.UID, crd.Generation)
+	var out []*resource.Resource
+	for _, ver := range crd.Spec.Versions {
+		if !ver.Served {
+			continue
+		}
+		v, err := newVersion(crd, ver.Name, converter)
+		if err != nil {
+			return nil, fmt.Errorf("serve %s version %s: %w", crd.Name, ver.Name, err)
+		}
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: ver.Name, Resource: names.Plural}
+		columns, err := printerColumns(crd, ver.Name, c)
+		if err != nil {
+			return nil, err
+		}
+		subresources, err := apihelpers.GetSubresourcesForVersion(crd, ver.Name)
+		if err != nil {
+			return nil, err
+		}
+		r := &resource.Resource{
+			GroupVersionResource: gvr,
+			Kind:                 names.Kind,
+			ListKind:             names.ListKind,
+			Singular:             names.Singular,
+			Namespaced:           crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			ShortNames:           names.ShortNames,
+			Categories:           names.Categories,
+			Subresources:         subresourcesOf(subresources),
+			Generation:           true,
+			Columns:              columns,
+			Schema:               openAPISchema(crd, ver.Name, v.gvk),
+			Objects:              &Objects{Unstructured: objects.NewUnstructured(v.gvk, names.ListKind), v: v},
+			Strategy:             &Strategy{v: v},
+			StoreVersion:         storeVersion,
+		}
+		if attrs := selectableFields(ver.SelectableFields, r.Namespaced); attrs != nil {
+			r.Attrs = attrs
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// printerColumns are the version's additionalPrinterColumns, or kube's
+// default AGE column.
+func printerColumns(crd *apiextensionsv1.CustomResourceDefinition, version string, c clock.PassiveClock) ([]resource.Column, error) {
+	var defs []apiextensionsv1.CustomResourceColumnDefinition
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			defs = v.AdditionalPrinterColumns
+		}
+	}
+	if len(defs) == 0 {
+		defs = []apiextensionsv1.CustomResourceColumnDefinition{{
+			Name:        "Age",
+			Type:        "date",
+			Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
+			JSONPath:    ".metadata.creationTimestamp",
+		}}
+	}
+	columns := make([]resource.Column, 0, len(defs))
+	for _, d := range defs {
+		cell, err := resource.NewJSONPathCell(d.JSONPath, d.Type, c)
+		if err != nil {
+			return nil, fmt.Errorf("column %q of %s version %s: %w", d.Name, crd.Name, version, err)
+		}
+		columns = append(columns, resource.Column{
+			TableColumnDefinition: metav1.TableColumnDefinition{Name: d.Name, Type: d.Type, Format: d.Format, Description: d.Description, Priority: d.Priority},
+			Cell:                  cell,
+		})
+	}
+	return columns, nil
+}
+
+// selectableFields returns the attributes of a version with
+// selectableFields: the metadata fields and each selectable field's
+// value, as kube's field set for a custom resource; nil without any.
+func selectableFields(sf []apiextensionsv1.SelectableField, namespaced bool) storage.AttrFunc {
+	if len(sf) == 0 {
+		return nil
+	}
+	type path struct {
+		label string
+		jp    *jsonpath.JSONPath
+	}
+	paths := make([]path, 0, len(sf))
+	for _, f := range sf {
+		jp := jsonpath.New(f.JSONPath)
+		jp.AllowMissingKeys(true)
+		// Validation admitted the path.
+		if err := jp.Parse("{" + f.JSONPath + "}"); err != nil {
+			continue
+		}
+		paths = append(paths, path{label: strings.TrimPrefix(f.JSONPath, "."), jp: jp})
+	}
+	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs := fields.Set{"metadata.name": m.GetName()}
+		if namespaced {
+			fs["metadata.namespace"] = m.GetNamespace()
+		}
+		content := obj.(runtime.Unstructured).UnstructuredContent()
+		for _, p := range paths {
+			results, err := p.jp.FindResults(content)
+			if err != nil || len(results) == 0 || len(results[0]) == 0 {
+				fs[p.label] = ""
+				continue
+			}
+			switch v := results[0][0].Interface().(type) {
+			case string:
+				fs[p.label] = v
+			case bool:
+				fs[p.label] = strconv.FormatBool(v)
+			case int64:
+				fs[p.label] = strconv.FormatInt(v, 10)
+			case float64:
+				fs[p.label] = strconv.FormatFloat(v, 'f', -1, 64)
+			default:
+				fs[p.label] = fmt.Sprint(v)
+			}
+		}
+		return labels.Set(m.GetLabels()), fs, nil
+	}
+}
+
+// openAPISchema is the version's schema as an OpenAPI definition of its
+// kind, with apiVersion, kind and metadata typed as kube's published
+// schemas type them; nil without a schema, which the OpenAPI documents
+// take as any object.
+func openAPISchema(crd *apiextensionsv1.CustomResourceDefinition, version string, gvk schema.GroupVersionKind) *resource.Schema {
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	if err != nil || val == nil || val.OpenAPIV3Schema == nil {
+		return nil
+	}
+	data, err := json.Marshal(val.OpenAPIV3Schema)
+	if err != nil {
+		return nil
+	}
+	s := &spec.Schema{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil
+	}
+	if s.Properties == nil {
+		s.Properties = map[string]spec.Schema{}
+	}
+	s.Properties["apiVersion"] = *spec.StringProperty().WithDescription("APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources")
+	s.Properties["kind"] = *spec.StringProperty().WithDescription("Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds")
+	s.Properties["metadata"] = *spec.RefSchema("#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").WithDescription("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+	s.Type = spec.StringOrArray{"object"}
+	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	ref := definitionName(gvk)
+	return &resource.Schema{Ref: ref, Definitions: map[string]*spec.Schema{ref: s}}
+}
+
+// definitionName is kube's definition name of a kind without a Go type:
+// the group reversed, then version and kind (com.example.v1.Widget).
+func definitionName(gvk schema.GroupVersionKind) string {
+	parts := strings.Split(gvk.Group, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(append(parts, gvk.Version, gvk.Kind), ".")
+}
+
+// subresourcesOf declares a version's /status and /scale.
+func subresourcesOf(s *apiextensionsv1.CustomResourceSubresources) resource.Subresources {
+	var out resource.Subresources
+	if s == nil {
+		return out
+	}
+	out.Status = s.Status != nil
+	if sc := s.Scale; sc != nil {
+		out.Scale = &resource.Scale{SpecReplicasPath: sc.SpecReplicasPath, StatusReplicasPath: sc.StatusReplicasPath}
+		if sc.LabelSelectorPath != nil {
+			out.Scale.LabelSelectorPath = *sc.LabelSelectorPath
+		}
+	}
+	return out
+}

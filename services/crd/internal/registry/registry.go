@@ -1,0 +1,213 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/rest"
+	"kplane.dev/services/crd/internal/customresource"
+)
+
+// Replacer is the API server whose resources the registry sets.
+type Replacer interface {
+	Replace(resources []*resource.Resource) error
+}
+
+// entry is one CRD's declarations, rebuilt only when the CRD changes in
+// a way that changes them.
+type entry struct {
+	uid         types.UID
+	generation  int64
+	names       apiextensionsv1.CustomResourceDefinitionNames
+	served      bool
+	terminating bool
+	resources   []*resource.Resource
+}
+
+// Registry declares the custom resources of the CRDs to an API server.
+type Registry struct {
+	static     []*resource.Resource
+	converters customresource.Converters
+	clock      clock.PassiveClock
+	log        *slog.Logger
+
+	// mu guards entries and terminating; sync holds it while it
+	// replaces the server's resources, so replacements are in order.
+	mu          sync.Mutex
+	entries     map[string]*entry
+	terminating map[schema.GroupResource]bool
+	// changed wakes the loop that replaces the resources.
+	changed chan struct{}
+}
+
+// New returns a registry that declares the custom resources, and static
+// (crd's own resources).
+func New(static []*resource.Resource, converters customresource.Converters, log *slog.Logger) *Registry {
+	return &Registry{
+		static:      static,
+		converters:  converters,
+		clock:       clock.RealClock{},
+		log:         log,
+		entries:     map[string]*entry{},
+		terminating: map[schema.GroupResource]bool{},
+		changed:     make(chan struct{}, 1),
+	}
+}
+
+// Run declares the custom resources of the CRDs of informer to api until
+// ctx ends. synced is called after the first declaration.
+func (r *Registry) Run(ctx context.Context, api Replacer, informer apiextensionsinformers.CustomResourceDefinitionInformer, synced func()) error {
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.poke() },
+		UpdateFunc: func(any, any) { r.poke() },
+		DeleteFunc: func(any) { r.poke() },
+	}); err != nil {
+		return fmt.Errorf("follow CRDs: %w", err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+		return nil
+	}
+	r.poke()
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.changed:
+		}
+		crds, err := informer.Lister().List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("list CRDs: %w", err)
+		}
+		if err := r.Sync(api, crds); err != nil {
+			r.log.Error("serve custom resources", "err", err)
+		}
+		if first {
+			first = false
+			synced()
+		}
+	}
+}
+
+func (r *Registry) poke() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Sync makes api serve exactly the static resources and the custom
+// resources of crds.
+func (r *Registry) Sync(api Replacer, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := make(map[string]*entry, len(crds))
+	var errs []error
+	for _, crd := range crds {
+		e, err := r.entry(crd)
+		if err != nil {
+			// A CRD that cannot be served as it is now stays served as
+			// it was.
+			errs = append(errs, err)
+			if prev, ok := r.entries[crd.Name]; ok {
+				next[crd.Name] = prev
+			}
+			continue
+		}
+		next[crd.Name] = e
+	}
+	names := make([]string, 0, len(next))
+	for n := range next {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	resources := append([]*resource.Resource(nil), r.static...)
+	terminating := map[schema.GroupResource]bool{}
+	for _, n := range names {
+		e := next[n]
+		if !e.served {
+			continue
+		}
+		resources = append(resources, e.resources...)
+		for _, res := range e.resources {
+			if e.terminating {
+				terminating[res.GroupResource()] = true
+			}
+		}
+	}
+	if err := api.Replace(resources); err != nil {
+		return fmt.Errorf("replace served resources: %w", err)
+	}
+	r.entries, r.terminating = next, terminating
+	if len(errs) > 0 {
+		return fmt.Errorf("declare custom resources: %v", errs)
+	}
+	return nil
+}
+
+// entry returns crd's declarations, reusing the last ones when nothing
+// they depend on changed. Callers hold r.mu.
+func (r *Registry) entry(crd *apiextensionsv1.CustomResourceDefinition) (*entry, error) {
+	served := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted)
+	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
+	if prev, ok := r.entries[crd.Name]; ok && prev.uid == crd.UID && prev.generation == crd.Generation && namesEqual(prev.names, crd.Status.AcceptedNames) {
+		if prev.served == served && prev.terminating == terminating {
+			return prev, nil
+		}
+		e := *prev
+		e.served, e.terminating = served, terminating
+		return &e, nil
+	}
+	e := &entry{uid: crd.UID, generation: crd.Generation, names: crd.Status.AcceptedNames, served: served, terminating: terminating}
+	if !served {
+		return e, nil
+	}
+	res, err := customresource.Resources(crd, r.converters, r.clock)
+	if err != nil {
+		return nil, err
+	}
+	e.resources = res
+	return e, nil
+}
+
+func namesEqual(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {
+	return a.Plural == b.Plural && a.Singular == b.Singular && a.Kind == b.Kind && a.ListKind == b.ListKind &&
+		slices.Equal(a.ShortNames, b.ShortNames) && slices.Equal(a.Categories, b.Categories)
+}
+
+// Terminating is the admission that refuses creates of the custom
+// resources of a CRD being deleted, with kube's 405.
+func (r *Registry) Terminating() rest.ValidatingAdmission { return terminatingAdmission{r} }
+
+type terminatingAdmission struct{ r *Registry }
+
+func (t terminatingAdmission) Handles(op rest.Operation) bool { return op == rest.Create }
+
+func (t terminatingAdmission) Validate(_ context.Context, a *rest.Attributes) error {
+	if a.Subresource != "" {
+		return nil
+	}
+	t.r.mu.Lock()
+	terminating := t.r.terminating[a.Resource.GroupResource()]
+	t.r.mu.Unlock()
+	if !terminating {
+		return nil
+	}
+	err := apierrors.NewMethodNotSupported(a.Resource.GroupResource(), "create")
+	err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+	return err
+}
