@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/openapi/builtin"
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/storage"
 )
@@ -57,6 +58,10 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 		if err != nil {
 			return nil, err
 		}
+		sch, err := openAPISchema(crd, ver.Name, v.gvk)
+		if err != nil {
+			return nil, err
+		}
 		r := &resource.Resource{
 			GroupVersionResource: gvr,
 			Kind:                 names.Kind,
@@ -68,7 +73,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 			Subresources:         subresourcesOf(subresources),
 			Generation:           true,
 			Columns:              columns,
-			Schema:               openAPISchema(crd, ver.Name, v.gvk),
+			Schema:               sch,
 			Objects:              &Objects{Unstructured: objects.NewUnstructured(v.gvk, names.ListKind), v: v},
 			Strategy:             &Strategy{v: v},
 			StoreVersion:         storeVersion,
@@ -168,20 +173,23 @@ func selectableFields(sf []apiextensionsv1.SelectableField, namespaced bool) sto
 
 // openAPISchema is the version's schema as an OpenAPI definition of its
 // kind, with apiVersion, kind and metadata typed as kube's published
-// schemas type them; nil without a schema, which the OpenAPI documents
-// take as any object.
-func openAPISchema(crd *apiextensionsv1.CustomResourceDefinition, version string, gvk schema.GroupVersionKind) *resource.Schema {
+// schemas type them, and the built-in definitions it refers to; nil
+// without a schema, which the OpenAPI documents take as any object.
+func openAPISchema(crd *apiextensionsv1.CustomResourceDefinition, version string, gvk schema.GroupVersionKind) (*resource.Schema, error) {
 	val, err := apihelpers.GetSchemaForVersion(crd, version)
-	if err != nil || val == nil || val.OpenAPIV3Schema == nil {
-		return nil
+	if err != nil {
+		return nil, err
+	}
+	if val == nil || val.OpenAPIV3Schema == nil {
+		return nil, nil
 	}
 	data, err := json.Marshal(val.OpenAPIV3Schema)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("encode the schema of version %s: %w", version, err)
 	}
 	s := &spec.Schema{}
 	if err := json.Unmarshal(data, s); err != nil {
-		return nil
+		return nil, fmt.Errorf("read the schema of version %s as OpenAPI: %w", version, err)
 	}
 	if s.Properties == nil {
 		s.Properties = map[string]spec.Schema{}
@@ -191,8 +199,17 @@ func openAPISchema(crd *apiextensionsv1.CustomResourceDefinition, version string
 	s.Properties["metadata"] = *spec.RefSchema("#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").WithDescription("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
 	s.Type = spec.StringOrArray{"object"}
 	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	common, err := builtin.Definitions()
+	if err != nil {
+		return nil, fmt.Errorf("load built-in definitions: %w", err)
+	}
 	ref := definitionName(gvk)
-	return &resource.Schema{Ref: ref, Definitions: map[string]*spec.Schema{ref: s}}
+	defs := make(map[string]*spec.Schema, len(common)+1)
+	for name, d := range common {
+		defs[name] = d
+	}
+	defs[ref] = s
+	return &resource.Schema{Ref: ref, Definitions: defs}, nil
 }
 
 // definitionName is kube's definition name of a kind without a Go type:

@@ -16,7 +16,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Options: storageservice.NewOptions("127.0.0.1:6445")}
+	return &Options{Options: storageservice.NewOptions("127.0.0.1:6470")}
 }
 
 // AddFlags binds o to fs.

@@ -194,6 +194,13 @@ func (c *Controller) probe(ctx context.Context, s *apiregistrationv1.APIService)
 		Reason:             "Passed",
 		Message:            "all checks passed",
 	}
+	if s.Spec.Service == nil {
+		// Served by the control plane itself, as kube's local ones: a
+		// CRD's group-version is registered before its resources are
+		// served, and kube reports it available all the same.
+		cond.Reason, cond.Message = "Local", "Local APIServices are always available"
+		return cond
+	}
 	ep, err := c.resolver.Resolve(ctx, s)
 	if err != nil {
 		cond.Status, cond.Reason, cond.Message = resolveFailure(s, err)
