@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"kplane.dev/test/e2e/harness"
+)
+
+// gadgetsCRD is a namespaced CRD with what kubectl users meet: a schema
+// with a default, bounds and a CEL rule, printer columns (one wide only),
+// a short name, the category all, /status and /scale.
+const gadgetsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.e2e.example.com
+spec:
+  group: e2e.example.com
+  scope: Namespaced
+  names:
+    plural: gadgets
+    singular: gadget
+    kind: Gadget
+    shortNames: [gd]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+    additionalPrinterColumns:
+    - name: Size
+      type: integer
+      jsonPath: .spec.size
+    - name: Color
+      type: string
+      jsonPath: .spec.color
+      priority: 1
+    - name: Age
+      type: date
+      jsonPath: .metadata.creationTimestamp
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: What the gadget should be.
+            properties:
+              size:
+                type: integer
+                minimum: 1
+                maximum: 10
+              color:
+                type: string
+                default: blue
+              replicas:
+                type: integer
+            x-kubernetes-validations:
+            - rule: self.size != 7
+              message: seven is unlucky
+          status:
+            type: object
+            properties:
+              replicas:
+                type: integer
+`
+
+const gadget = `apiVersion: e2e.example.com/v1
+kind: Gadget
+metadata:
+  name: g1
+spec:
+  size: 3
+  replicas: 1
+`
+
+// TestCRDKubectl drives a CRD's whole life with the machine's kubectl:
+// kube's exact lines for what kubectl prints, defaults, pruning, schema
+// and CEL refusals, subresources, columns, names and cleanup.
+func TestCRDKubectl(t *testing.T) {
+	sys := harness.Start(t)
+	createNamespace(t, sys, "crd")
+	runSteps(t, sys, "crd", []step{
+		{name: "create the CRD", manifest: gadgetsCRD, args: []string{"apply", "-f", "{file}"},
+			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com created\n"},
+		{name: "wait until established", args: []string{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
+			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com condition met\n"},
+	})
+	// Discovery follows within a second; kubectl caches it per server, so
+	// each call asks afresh.
+	eventuallyKubectl(t, 10*time.Second, func() error {
+		out, _, err := sys.Kubectl(t, "api-resources", "--api-group=e2e.example.com", "--no-headers")
+		if err != nil || !strings.Contains(out, "gadgets") {
+			return fmt.Errorf("api-resources: %q, %v", out, err)
+		}
+		return nil
+	})
+	runSteps(t, sys, "crd", []step{
+		{name: "api-resources", args: []string{"api-resources", "--api-group=e2e.example.com"},
+			stdout: "NAME      SHORTNAMES   APIVERSION           NAMESPACED   KIND\ngadgets   gd           e2e.example.com/v1   true         Gadget\n"},
+		{name: "an unknown field is refused by strict validation", manifest: strings.Replace(gadget, "  size: 3\n", "  size: 3\n  shape: round\n", 1),
+			args: []string{"apply", "--validate=strict", "-f", "{file}"}, fails: true,
+			stderr: "Error from server (BadRequest): error when creating \"{file}\": Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"spec.shape\"\n"},
+		{name: "an unknown field is pruned without strict validation", args: []string{"apply", "--validate=false", "-f", "{file}"},
+			stdout: "gadget.e2e.example.com/g1 created\n"},
+		{name: "the default is set and the unknown field gone", args: []string{"get", "gadget", "g1", "-o", "jsonpath={.spec}"},
+			stdout: `{"color":"blue","replicas":1,"size":3}`},
+		{name: "apply again", manifest: gadget, args: []string{"apply", "-f", "{file}"},
+			stdout: "gadget.e2e.example.com/g1 configured\n"},
+		{name: "out of range", args: []string{"patch", "gadget", "g1", "--type=merge", "-p", `{"spec":{"size":11}}`}, fails: true,
+			stderr: "The Gadget \"g1\" is invalid: spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10\n"},
+		{name: "a CEL rule fails", args: []string{"patch", "gadget", "g1", "--type=merge", "-p", `{"spec":{"size":7}}`}, fails: true,
+			stderr: "The Gadget \"g1\" is invalid: spec: Invalid value: seven is unlucky\n"},
+		{name: "strategic merge is refused", args: []string{"patch", "gadget", "g1", "-p", `{"spec":{"size":4}}`}, fails: true,
+			stderr: "error: application/strategic-merge-patch+json is not supported by e2e.example.com/v1, Kind=Gadget: the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml\n"},
+		{name: "printer columns", args: []string{"get", "gadgets"},
+			stdout: "NAME   SIZE   AGE\ng1     3      <age>\n"},
+		{name: "wide printer columns", args: []string{"get", "gd", "-o", "wide"},
+			stdout: "NAME   SIZE   COLOR   AGE\ng1     3      blue    <age>\n"},
+		// kubectl prefixes names with their kind only when the category's
+		// lists are of several kinds; kplane's "all" has only gadgets.
+		{name: "category all", args: []string{"get", "all"},
+			stdout: "NAME   SIZE   AGE\ng1     3      <age>\n"},
+		{name: "status through its subresource", args: []string{"patch", "gadget", "g1", "--subresource=status", "--type=merge", "-p", `{"status":{"replicas":2}}`},
+			stdout: "gadget.e2e.example.com/g1 patched\n"},
+		{name: "status is not written through the main resource", args: []string{"patch", "gadget", "g1", "--type=merge", "-p", `{"status":{"replicas":9}}`},
+			stdout: "gadget.e2e.example.com/g1 patched (no change)\n"},
+		{name: "scale", args: []string{"scale", "gadget", "g1", "--replicas=4"},
+			stdout: "gadget.e2e.example.com/g1 scaled\n"},
+		{name: "after scale", args: []string{"get", "gadget", "g1", "-o", "jsonpath={.spec.replicas} {.status.replicas} {.metadata.generation}"},
+			stdout: "4 2 2"},
+	})
+	t.Run("explain", func(t *testing.T) {
+		eventuallyKubectl(t, 10*time.Second, func() error {
+			out, errOut, err := sys.Kubectl(t, "explain", "gadgets.spec")
+			if err != nil {
+				return fmt.Errorf("kubectl explain: %v\n%s", err, errOut)
+			}
+			for _, want := range []string{"KIND:       Gadget", "VERSION:    v1", "FIELD: spec <Object>", "    What the gadget should be.", "  color\t<string>", "  size\t<integer>"} {
+				if !slices.Contains(strings.Split(out, "\n"), want) {
+					return fmt.Errorf("kubectl explain gadgets.spec lacks %q:\n%s", want, out)
+				}
+			}
+			return nil
+		})
+	})
+	runSteps(t, sys, "", []step{
+		{name: "a missing namespace", manifest: gadget, args: []string{"-n", "nowhere", "create", "-f", "{file}"}, fails: true,
+			stderr: "Error from server (NotFound): error when creating \"{file}\": namespaces \"nowhere\" not found\n"},
+		{name: "delete the CRD and its objects", args: []string{"delete", "crd", "gadgets.e2e.example.com"},
+			stdout: "customresourcedefinition.apiextensions.k8s.io \"gadgets.e2e.example.com\" deleted\n"},
+		{name: "the CRD is gone", args: []string{"get", "crd", "gadgets.e2e.example.com"}, fails: true,
+			stderr: "Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io \"gadgets.e2e.example.com\" not found\n"},
+	})
+	eventuallyKubectl(t, 10*time.Second, func() error {
+		out, _, err := sys.Kubectl(t, "api-resources", "--api-group=e2e.example.com", "--no-headers")
+		if err != nil || out != "" {
+			return fmt.Errorf("api-resources after the CRD went: %q, %v", out, err)
+		}
+		_, errOut, err := sys.Kubectl(t, "-n", "crd", "get", "gadgets")
+		if err == nil || errOut != "error: the server doesn't have a resource type \"gadgets\"\n" {
+			return fmt.Errorf("get gadgets after the CRD went: %q, %v", errOut, err)
+		}
+		return nil
+	})
+	// The objects went with the CRD: a new CRD of the same name starts
+	// empty.
+	runSteps(t, sys, "crd", []step{
+		{name: "recreate the CRD", manifest: gadgetsCRD, args: []string{"apply", "-f", "{file}"},
+			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com created\n"},
+		{name: "wait until established again", args: []string{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
+			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com condition met\n"},
+	})
+	eventuallyKubectl(t, 10*time.Second, func() error {
+		out, errOut, err := sys.Kubectl(t, "-n", "crd", "get", "gadgets")
+		if err != nil || out != "" || errOut != "No resources found in crd namespace.\n" {
+			return fmt.Errorf("get gadgets of the new CRD: %q %q, %v", out, errOut, err)
+		}
+		return nil
+	})
+}
