@@ -43,7 +43,7 @@ type fixture struct {
 	gateway       *restclient.Config
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T, opts ...gwdiscovery.Option) *fixture {
 	t.Helper()
 	etcd := etcdtest.Start(t).Client(t)
 	f := &fixture{
@@ -58,7 +58,7 @@ func start(t *testing.T) *fixture {
 		// Unavailable: left out without being fetched.
 		{GroupVersion: schema.GroupVersion{Group: "down.example.com", Version: "v1"}, GroupPriorityMinimum: 1000, VersionPriority: 15, Backend: f.core.URL},
 	}}
-	m, err := gwdiscovery.New(routes, http.DefaultClient, gwdiscovery.WithTimeout(5*time.Second), gwdiscovery.WithLogger(backendtest.Logger(t)))
+	m, err := gwdiscovery.New(routes, http.DefaultClient, append([]gwdiscovery.Option{gwdiscovery.WithTimeout(5 * time.Second), gwdiscovery.WithLogger(backendtest.Logger(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("new merger: %v", err)
 	}
@@ -211,5 +211,45 @@ func TestBackendDownLeavesItsGroupOut(t *testing.T) {
 		if diff := cmp.Diff(want, discover(t, f.gateway, legacy)); diff != "" {
 			t.Errorf("legacy=%t: widgets back, gateway discovery differs from the backends' (-want +got):\n%s", legacy, diff)
 		}
+	}
+}
+
+// TestBackendChangeWithoutRouteChange shows a backend's new resources
+// (a CRD established in a group already routed) reach the merged
+// documents at the next check, long before the interval, and that the
+// change is reported for the OpenAPI documents to follow.
+func TestBackendChangeWithoutRouteChange(t *testing.T) {
+	changes := make(chan struct{}, 10)
+	f := start(t, gwdiscovery.WithInterval(time.Hour), gwdiscovery.WithCheckInterval(20*time.Millisecond),
+		gwdiscovery.WithOnChange(func() { changes <- struct{}{} }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.merger.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	if got := discover(t, f.gateway, false).Resources["example.com/v1"]; len(got) == 0 {
+		t.Fatal("widgets are not served before the change")
+	}
+	if err := f.widgets.Server.Replace(nil); err != nil {
+		t.Fatalf("replace the backend's resources: %v", err)
+	}
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change reported within 10s of the backend's documents changing")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := discover(t, f.gateway, false).Resources["example.com/v1"]; !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("example.com/v1 still served by the gateway after its backend dropped it")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	libdiscovery "kplane.dev/libs/apiserver/discovery"
 )
 
-// Defaults of a Merger's timing, kube-aggregator's.
+// Defaults of a Merger's timing: kube-aggregator's interval and timeout,
+// and how often the backends' aggregated documents are asked whether they
+// changed, so that a CRD's resources appear within a second.
 const (
-	DefaultInterval = time.Minute
-	DefaultTimeout  = 5 * time.Second
+	DefaultInterval      = time.Minute
+	DefaultTimeout       = 5 * time.Second
+	DefaultCheckInterval = time.Second
 )
 
 // Option configures a Merger.
@@ -25,6 +31,17 @@ type Option func(*Merger)
 // WithInterval sets how often documents are fetched again when no route
 // changed.
 func WithInterval(d time.Duration) Option { return func(m *Merger) { m.interval = d } }
+
+// WithCheckInterval sets how often every backend that serves its
+// aggregated documents with an ETag is asked, with If-None-Match, whether
+// they changed; a change fetches everything again and calls the
+// WithOnChange function. Kube serves its own CRDs' discovery from memory;
+// this is what keeps the gateway as quick for crd's.
+func WithCheckInterval(d time.Duration) Option { return func(m *Merger) { m.checkInterval = d } }
+
+// WithOnChange sets what is called when a check finds a backend's
+// documents changed, such as refreshing the OpenAPI documents too.
+func WithOnChange(f func()) Option { return func(m *Merger) { m.onChange = f } }
 
 // WithTimeout bounds one fetch from one backend.
 func WithTimeout(d time.Duration) Option { return func(m *Merger) { m.timeout = d } }
@@ -40,6 +57,10 @@ type Merger struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	refresh  chan struct{}
+	// checkInterval spaces the checks of the backends' ETags; onChange is
+	// called when one finds a change.
+	checkInterval time.Duration
+	onChange      func()
 
 	docs atomic.Pointer[documents]
 
@@ -55,20 +76,21 @@ type Merger struct {
 // its first sync.
 func New(routes Routes, client *http.Client, opts ...Option) (*Merger, error) {
 	m := &Merger{
-		routes:   routes,
-		client:   client,
-		interval: DefaultInterval,
-		timeout:  DefaultTimeout,
-		log:      slog.New(slog.DiscardHandler),
-		refresh:  make(chan struct{}, 1),
-		core:     map[string]*aggregatedCache{},
-		apis:     map[string]*aggregatedCache{},
+		routes:        routes,
+		client:        client,
+		interval:      DefaultInterval,
+		timeout:       DefaultTimeout,
+		checkInterval: DefaultCheckInterval,
+		log:           slog.New(slog.DiscardHandler),
+		refresh:       make(chan struct{}, 1),
+		core:          map[string]*aggregatedCache{},
+		apis:          map[string]*aggregatedCache{},
 	}
 	for _, o := range opts {
 		o(m)
 	}
-	if m.interval <= 0 || m.timeout <= 0 {
-		return nil, fmt.Errorf("discovery merger: interval and timeout must be positive, got %s and %s", m.interval, m.timeout)
+	if m.interval <= 0 || m.timeout <= 0 || m.checkInterval <= 0 {
+		return nil, fmt.Errorf("discovery merger: intervals and timeout must be positive, got %s, %s and %s", m.interval, m.checkInterval, m.timeout)
 	}
 	d, err := build(nil)
 	if err != nil {
@@ -92,15 +114,14 @@ func (m *Merger) Refresh() {
 func (m *Merger) Run(ctx context.Context) error {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
+	check := time.NewTicker(m.checkInterval)
+	defer check.Stop()
 	for {
 		if err := m.Sync(ctx); err != nil {
 			m.log.Error("merge discovery documents", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !m.wait(ctx, t.C, check.C) {
 			return nil
-		case <-t.C:
-		case <-m.refresh:
 		}
 	}
 }
@@ -209,4 +230,69 @@ func (m *Merger) fetchBackend(ctx context.Context, routes []Route, core, apis *a
 		docs.legacy[r.legacyPath()] = b
 	}
 	return core, apis, docs, nil
+}
+
+// wait returns when the next sync is due: at the interval, on Refresh, or
+// when a check finds a backend's documents changed; false when ctx ends.
+func (m *Merger) wait(ctx context.Context, interval, check <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-interval:
+			return true
+		case <-m.refresh:
+			return true
+		case <-check:
+			if m.changed(ctx) {
+				if m.onChange != nil {
+					m.onChange()
+				}
+				return true
+			}
+		}
+	}
+}
+
+// changed asks every backend whose aggregated documents came with an ETag
+// whether they are still the same; an error counts as no change, the
+// next sync finds out.
+func (m *Merger) changed(ctx context.Context) bool {
+	m.mu.Lock()
+	type check struct {
+		backend *url.URL
+		client  *http.Client
+		path    string
+		etag    string
+	}
+	var checks []check
+	clients := map[string]*http.Client{}
+	for _, r := range m.routes.Routes() {
+		if r.Backend != nil {
+			clients[r.Backend.String()] = r.client(m.client)
+		}
+	}
+	for path, caches := range map[string]map[string]*aggregatedCache{"/api": m.core, "/apis": m.apis} {
+		for key, c := range caches {
+			client, ok := clients[key]
+			if c == nil || c.etag == "" || !ok {
+				continue
+			}
+			u, err := url.Parse(key)
+			if err != nil {
+				continue
+			}
+			checks = append(checks, check{backend: u, client: client, path: path, etag: c.etag})
+		}
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	for _, c := range checks {
+		body, _, err := fetcher{client: c.client}.get(ctx, c.backend, c.path, libdiscovery.MediaTypeV2, c.etag)
+		if err == nil && body != nil {
+			return true
+		}
+	}
+	return false
 }

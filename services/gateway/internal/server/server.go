@@ -166,8 +166,12 @@ func New(cfg *Config) (*Server, error) {
 	}
 	// Every route carries its backend's client; core's is the fallback.
 	backendClient := core.Client(0)
+	// A backend's documents that change without a route changing (a CRD
+	// established in a group already routed) refresh the OpenAPI
+	// documents too.
 	if s.discovery, err = discovery.New(routes{table}, backendClient,
-		discovery.WithInterval(cfg.documentsInterval), discovery.WithLogger(cfg.log)); err != nil {
+		discovery.WithInterval(cfg.documentsInterval), discovery.WithLogger(cfg.log),
+		discovery.WithOnChange(func() { s.openapi.Refresh() })); err != nil {
 		return nil, err
 	}
 	if s.openapi, err = openapi.New(routes{table}, backendClient,

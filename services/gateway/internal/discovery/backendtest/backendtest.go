@@ -30,6 +30,8 @@ type Backend struct {
 	URL *url.URL
 	// Config is a client-go config for URL.
 	Config *restclient.Config
+	// Server is the API server, whose resources a test may replace.
+	Server *server.Server
 
 	handler http.Handler
 	addr    string
@@ -77,7 +79,7 @@ func Start(t testing.TB, etcd *clientv3.Client, prefix string, resources []*reso
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	b := &Backend{handler: srv.Handler(), addr: ln.Addr().String()}
+	b := &Backend{handler: srv.Handler(), addr: ln.Addr().String(), Server: srv}
 	b.URL = &url.URL{Scheme: "http", Host: b.addr}
 	b.Config = &restclient.Config{Host: b.URL.String(), QPS: -1}
 	b.serve(ln)
