@@ -105,12 +105,17 @@ func (p *Publisher) change(typ proto.EventType, key string, stored []byte, rev i
 		return message{}, false, nil
 	}
 	e := proto.Event{Type: typ, ResourceVersion: strconv.FormatInt(rev, 10), Group: k.group, Resource: k.resource, Namespace: k.namespace, Name: k.name}
-	if p.o.kinds != nil {
+	byStored := p.o.kinds == nil
+	if !byStored {
 		gvk, ok := p.o.kinds[schema.GroupResource{Group: k.group, Resource: k.resource}]
-		if !ok {
+		switch {
+		case ok:
+			e.Version, e.Kind = gvk.Version, gvk.Kind
+		case p.o.others:
+			byStored = true
+		default:
 			return message{}, false, nil
 		}
-		e.Version, e.Kind = gvk.Version, gvk.Kind
 	}
 	if stored != nil {
 		var drop []string
@@ -122,7 +127,7 @@ func (p *Publisher) change(typ proto.EventType, key string, stored []byte, rev i
 			return message{}, false, fmt.Errorf("key %q at revision %d: %w", key, rev, err)
 		}
 		e.Object = obj
-		if p.o.kinds == nil {
+		if byStored {
 			e.Version, e.Kind = version, kind
 		}
 	}

@@ -50,10 +50,13 @@ type options struct {
 	maxBytes            int64
 	replicas            int
 	kinds               map[schema.GroupResource]schema.GroupVersionKind
-	pageSize            int64
-	retry               time.Duration
-	logger              *slog.Logger
-	secretData          bool
+	// others publishes the resources kinds does not name as if there
+	// were no kinds.
+	others     bool
+	pageSize   int64
+	retry      time.Duration
+	logger     *slog.Logger
+	secretData bool
 }
 
 // Option configures a Publisher.
@@ -85,6 +88,12 @@ func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 func WithKinds(kinds map[schema.GroupResource]schema.GroupVersionKind) Option {
 	return func(o *options) { o.kinds = kinds }
 }
+
+// WithOtherResources publishes, besides the resources WithKinds names,
+// every other resource under the prefix under the apiVersion and kind of
+// its stored object, as without WithKinds: custom resources, which come
+// and go with their CRDs, stored in their CRD's storage version.
+func WithOtherResources() Option { return func(o *options) { o.others = true } }
 
 // WithPageSize sets how many objects one etcd read of a snapshot returns
 // (default 500).

@@ -175,7 +175,9 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 	for _, r := range res {
 		published[r.GroupVersionResource.GroupResource()] = r.GroupVersionResource.GroupVersion().WithKind(r.Kind)
 	}
-	opts := []changefeed.Option{changefeed.WithKinds(published), changefeed.WithLogger(s.log)}
+	// Custom resources are published too, under their stored version:
+	// one stream carries every change under the prefix.
+	opts := []changefeed.Option{changefeed.WithKinds(published), changefeed.WithOtherResources(), changefeed.WithLogger(s.log)}
 	if s.cfg.changeSecretData {
 		s.log.Warn("the change feed carries the data of Secrets: whoever reads it reads every Secret")
 		opts = append(opts, changefeed.WithSecretData())
