@@ -16,8 +16,8 @@ import (
 // (custom resources) under their stored apiVersion and kind.
 func TestOtherResources(t *testing.T) {
 	const (
-		marker    = `{"apiVersion":"zz.example.com/v1","kind":"Marker","metadata":{"namespace":"ns","name":"m1"}}`
-		widget    = `{"apiVersion":"example.com/v2","kind":"Widget","metadata":{"namespace":"ns","name":"w1"},"spec":{"size":1}}`
+		marker = `{"apiVersion":"zz.example.com/v1","kind":"Marker","metadata":{"namespace":"ns","name":"m1"}}`
+		widget = `{"apiVersion":"example.com/v2","kind":"Widget","metadata":{"namespace":"ns","name":"w1"},"spec":{"size":1}}`
 	)
 	kinds := changefeed.WithKinds(map[schema.GroupResource]schema.GroupVersionKind{{Group: "zz.example.com", Resource: "markers"}: {Group: "zz.example.com", Version: "v1", Kind: "Marker"}})
 	tests := []struct {
