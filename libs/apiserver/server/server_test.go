@@ -65,6 +65,30 @@ func TestRouting(t *testing.T) {
 			t.Error("Replace accepted a resource declared twice")
 		}
 	})
+
+	t.Run("a new store version gets a new store", func(t *testing.T) {
+		widgets := f.res[len(f.res)-1]
+		gvr := widgets.GroupVersionResource
+		before, _ := f.store(gvr)
+		same := *widgets
+		if err := f.srv.Replace(append(f.res[:len(f.res)-1:len(f.res)-1], &same)); err != nil {
+			t.Fatal(err)
+		}
+		if kept, _ := f.store(gvr); kept != before {
+			t.Error("a redeclared resource got a new store although its StoreVersion did not change")
+		}
+		changed := *widgets
+		changed.StoreVersion = "2"
+		if err := f.srv.Replace(append(f.res[:len(f.res)-1:len(f.res)-1], &changed)); err != nil {
+			t.Fatal(err)
+		}
+		if rebuilt, _ := f.store(gvr); rebuilt == before {
+			t.Error("a resource whose StoreVersion changed kept its store: its objects would be read by the old declaration")
+		}
+		if resp, body := get(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets/w", ""); resp.StatusCode != 200 {
+			t.Errorf("widget through the new store answered %d %s", resp.StatusCode, body)
+		}
+	})
 }
 
 // servesWidgets reports whether both discovery and OpenAPI v3 list

@@ -1,0 +1,155 @@
+package registry_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/util/webhook"
+
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/rest"
+	"kplane.dev/services/crd/internal/registry"
+)
+
+// server records what it was told to serve.
+type server struct{ served []*resource.Resource }
+
+func (s *server) Replace(r []*resource.Resource) error {
+	s.served = r
+	return nil
+}
+
+func (s *server) find(gvr schema.GroupVersionResource) *resource.Resource {
+	for _, r := range s.served {
+		if r.GroupVersionResource == gvr {
+			return r
+		}
+	}
+	return nil
+}
+
+var widgetsV1 = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+
+func widgets(conditions ...apiextensionsv1.CustomResourceDefinitionConditionType) *apiextensionsv1.CustomResourceDefinition {
+	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", UID: "u1", Generation: 1},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped, Names: names,
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}},
+				{Name: "v0", Served: false, Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}},
+			},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: names},
+	}
+	for _, c := range conditions {
+		crd.Status.Conditions = append(crd.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{Type: c, Status: apiextensionsv1.ConditionTrue})
+	}
+	return crd
+}
+
+func newRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	converters, err := conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver { return r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := &resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}}
+	return registry.New([]*resource.Resource{static}, converters, slog.New(slog.DiscardHandler))
+}
+
+func TestServedVersions(t *testing.T) {
+	tests := []struct {
+		name  string
+		crd   *apiextensionsv1.CustomResourceDefinition
+		serve bool
+	}{
+		{name: "names not yet accepted", crd: widgets()},
+		{name: "names accepted", crd: widgets(apiextensionsv1.NamesAccepted), serve: true},
+		{name: "established", crd: widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established), serve: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &server{}
+			if err := newRegistry(t).Sync(s, []*apiextensionsv1.CustomResourceDefinition{tt.crd}); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.find(widgetsV1) != nil; got != tt.serve {
+				t.Errorf("widgets served = %v, want %v (served %d resources)", got, tt.serve, len(s.served))
+			}
+			if s.find(schema.GroupVersionResource{Group: "example.com", Version: "v0", Resource: "widgets"}) != nil {
+				t.Error("a version that is not served is declared")
+			}
+			if s.find(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}) == nil {
+				t.Error("the static resources are not served")
+			}
+		})
+	}
+}
+
+func TestRebuildsOnlyOnChange(t *testing.T) {
+	reg, s := newRegistry(t), &server{}
+	crd := widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established)
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+		t.Fatal(err)
+	}
+	first := s.find(widgetsV1)
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{crd.DeepCopy()}); err != nil {
+		t.Fatal(err)
+	}
+	if s.find(widgetsV1) != first {
+		t.Error("an unchanged CRD's declaration was rebuilt")
+	}
+	changed := crd.DeepCopy()
+	changed.Generation = 2
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{changed}); err != nil {
+		t.Fatal(err)
+	}
+	second := s.find(widgetsV1)
+	if second == first || second.StoreVersion == first.StoreVersion {
+		t.Error("a changed CRD keeps its declaration and store version: its objects would be read by the old schema")
+	}
+	if err := reg.Sync(s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.find(widgetsV1) != nil {
+		t.Error("a deleted CRD's resources are still served")
+	}
+}
+
+func TestTerminatingRefusesCreates(t *testing.T) {
+	reg, s := newRegistry(t), &server{}
+	admission := reg.Terminating()
+	create := &rest.Attributes{Operation: rest.Create, Resource: widgetsV1}
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admission.Validate(context.Background(), create); err != nil {
+		t.Fatalf("create refused before the CRD terminates: %v", err)
+	}
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established, apiextensionsv1.Terminating)}); err != nil {
+		t.Fatal(err)
+	}
+	err := admission.Validate(context.Background(), create)
+	if !apierrors.IsMethodNotSupported(err) || apierrors.ReasonForError(err) != metav1.StatusReasonMethodNotAllowed {
+		t.Fatalf("create while terminating: %v, want 405 MethodNotAllowed", err)
+	}
+	if code := err.(apierrors.APIStatus).Status().Code; code != http.StatusMethodNotAllowed {
+		t.Errorf("code %d", code)
+	}
+	if msg := err.Error(); msg != "create not allowed while custom resource definition is terminating" {
+		t.Errorf("message %q", msg)
+	}
+	if !admission.Handles(rest.Create) || admission.Handles(rest.Update) {
+		t.Error("the terminating admission looks at other operations than create")
+	}
+}
