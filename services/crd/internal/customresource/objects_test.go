@@ -69,6 +69,12 @@ func TestDecodeRequest(t *testing.T) {
 			`unknown field "spec.embedded.metadata.baz"`,
 		},
 	}, {
+		name:       "duplicate fields come first, the last value wins",
+		body:       `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"replicas":2,"foo":1,"replicas":3}}`,
+		strict:     true,
+		want:       `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"maxReplicas":10,"mode":"fast","replicas":3,"template":{"depth":3}}}`,
+		wantStrict: []string{`duplicate field "spec.replicas"`, `unknown field "spec.foo"`},
+	}, {
 		name: "not strict: unknown fields are dropped silently",
 		body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","foo":1},"spec":{"foo":1,"template":{"bar":2},"ports":[{"name":"a","x":1}],"embedded":{"apiVersion":"v1","kind":"K","metadata":{"name":"e","baz":3},"qux":4}}}`,
 		want: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"embedded":{"apiVersion":"v1","kind":"K","metadata":{"name":"e"}},"maxReplicas":10,"mode":"fast","ports":[{"name":"a"}],"replicas":1,"template":{"depth":3}}}`,
