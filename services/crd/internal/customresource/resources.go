@@ -3,7 +3,6 @@ package customresource
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -149,21 +148,14 @@ func selectableFields(sf []apiextensionsv1.SelectableField, namespaced bool) sto
 		}
 		content := obj.(runtime.Unstructured).UnstructuredContent()
 		for _, p := range paths {
+			fs[p.label] = ""
 			results, err := p.jp.FindResults(content)
 			if err != nil || len(results) == 0 || len(results[0]) == 0 {
-				fs[p.label] = ""
 				continue
 			}
-			switch v := results[0][0].Interface().(type) {
-			case string:
-				fs[p.label] = v
-			case bool:
-				fs[p.label] = strconv.FormatBool(v)
-			case int64:
-				fs[p.label] = strconv.FormatInt(v, 10)
-			case float64:
-				fs[p.label] = strconv.FormatFloat(v, 'f', -1, 64)
-			default:
+			// A null selects as a missing field, and values print as
+			// kube prints them (fmt.Sprint), which a selector must match.
+			if v := results[0][0].Interface(); v != nil {
 				fs[p.label] = fmt.Sprint(v)
 			}
 		}

@@ -1,0 +1,131 @@
+package customresource_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/storage"
+)
+
+func TestResourcesNames(t *testing.T) {
+	rs := widgetResources(t, widgetCRD(t))
+	if len(rs) != 2 {
+		t.Fatalf("%d resources, want one per served version", len(rs))
+	}
+	for version, r := range rs {
+		want := resource.Resource{Kind: "Widget", ListKind: "WidgetList", Singular: "widget", Namespaced: true, ShortNames: []string{"wd"}, Categories: []string{"all"}}
+		got := resource.Resource{Kind: r.Kind, ListKind: r.ListKind, Singular: r.Singular, Namespaced: r.Namespaced, ShortNames: r.ShortNames, Categories: r.Categories}
+		if !reflect.DeepEqual(got, want) || r.GroupVersionResource.String() != "example.com/"+version+", Resource=widgets" {
+			t.Errorf("%s: %s %+v, want %+v", version, r.GroupVersionResource, got, want)
+		}
+		if !r.Subresources.Status || r.Subresources.Scale != nil {
+			t.Errorf("%s: subresources %+v, want status only", version, r.Subresources)
+		}
+	}
+}
+
+func TestPrinterColumns(t *testing.T) {
+	rs := widgetResources(t, widgetCRD(t))
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1",
+		"kind":       "Widget",
+		"metadata":   map[string]any{"name": "w", "creationTimestamp": now.Add(-3 * time.Hour).Format(time.RFC3339)},
+		"spec":       map[string]any{"replicas": int64(2)},
+	}}
+	type column struct {
+		def   metav1.TableColumnDefinition
+		value any
+	}
+	tests := []struct {
+		version string
+		want    []column
+	}{{
+		version: "v1",
+		want: []column{
+			{metav1.TableColumnDefinition{Name: "Replicas", Type: "integer", Description: "wanted replicas"}, int64(2)},
+			// A path that finds nothing is an empty cell, as in kube.
+			{metav1.TableColumnDefinition{Name: "Mode", Type: "string", Priority: 1}, nil},
+			{metav1.TableColumnDefinition{Name: "Created", Type: "date"}, "3h"},
+		},
+	}, {
+		// Without additionalPrinterColumns, kube prints the age.
+		version: "v2",
+		want: []column{
+			{metav1.TableColumnDefinition{Name: "Age", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}, "3h"},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.version, func(t *testing.T) {
+			var got []column
+			for _, c := range rs[tc.version].Columns {
+				v, err := c.Cell.Value(obj)
+				if err != nil {
+					t.Fatalf("column %s: %v", c.Name, err)
+				}
+				got = append(got, column{c.TableColumnDefinition, v})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("columns:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelectableFields(t *testing.T) {
+	rs := widgetResources(t, widgetCRD(t))
+	tests := []struct {
+		name       string
+		version    string
+		spec       map[string]any
+		wantFields fields.Set
+	}{{
+		name:       "set fields",
+		version:    "v1",
+		spec:       map[string]any{"mode": "slow", "replicas": int64(3)},
+		wantFields: fields.Set{"metadata.name": "w", "metadata.namespace": "ns", "spec.mode": "slow", "spec.replicas": "3"},
+	}, {
+		name:       "missing fields select as empty",
+		version:    "v1",
+		spec:       map[string]any{},
+		wantFields: fields.Set{"metadata.name": "w", "metadata.namespace": "ns", "spec.mode": "", "spec.replicas": ""},
+	}, {
+		// A stored object can hold a null where the schema allows it.
+		name:       "a null selects as empty",
+		version:    "v1",
+		spec:       map[string]any{"mode": nil, "replicas": int64(0)},
+		wantFields: fields.Set{"metadata.name": "w", "metadata.namespace": "ns", "spec.mode": "", "spec.replicas": "0"},
+	}, {
+		name:       "a version without selectableFields has the metadata fields only",
+		version:    "v2",
+		spec:       map[string]any{"mode": "slow"},
+		wantFields: fields.Set{"metadata.name": "w", "metadata.namespace": "ns"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "example.com/" + tc.version,
+				"kind":       "Widget",
+				"metadata":   map[string]any{"name": "w", "namespace": "ns", "labels": map[string]any{"app": "web"}},
+				"spec":       tc.spec,
+			}}
+			var attrs storage.AttrFunc = rs[tc.version].AttrFunc()
+			l, f, err := attrs(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(l, labels.Set{"app": "web"}) {
+				t.Errorf("labels = %v, want app=web", l)
+			}
+			if !reflect.DeepEqual(f, tc.wantFields) {
+				t.Errorf("fields = %v, want %v", f, tc.wantFields)
+			}
+		})
+	}
+}
