@@ -9,6 +9,7 @@ require (
 	kplane.dev/deploy v0.0.0
 	kplane.dev/libs v0.0.0
 	kplane.dev/proto v0.0.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -118,7 +119,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace kplane.dev/libs => ../libs
