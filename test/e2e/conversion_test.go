@@ -291,8 +291,27 @@ func TestConversion(t *testing.T) {
 			t.Fatalf("update t1 in v2: %v", err)
 		}
 		got := wantThing(t, things("v1"), "t1", "v1", 4)
-		if got != nil && got.GetLabels()["updated"] != "v2" {
+		if got == nil {
+			return
+		}
+		if got.GetLabels()["updated"] != "v2" {
 			t.Errorf("t1 in v1 has labels %v, want updated=v2", got.GetLabels())
+		}
+		// kube's field manager keeps an Update entry per manager and
+		// version: the creator's, in v1, stays (read in v2 through the
+		// webhook to see which of its fields the update took), and the
+		// update's is in v2.
+		managed := got.GetManagedFields()
+		versions := map[string]string{}
+		for _, m := range managed {
+			if m.Operation == metav1.ManagedFieldsOperationUpdate && m.FieldsV1 != nil {
+				versions[m.APIVersion] = string(m.FieldsV1.Raw)
+			}
+		}
+		const want = `{"f:metadata":{"f:labels":{".":{},"f:updated":{}}},"f:spec":{"f:dimensions":{"f:size":{}}}}`
+		if _, ok := versions["e2e.example.com/v1"]; len(managed) != 2 || !ok || versions["e2e.example.com/v2"] != want {
+			data, _ := json.Marshal(managed)
+			t.Errorf("t1's managedFields %s, want the create's Update in e2e.example.com/v1 and the update's in e2e.example.com/v2 of %s", data, want)
 		}
 	})
 	t.Run("stored versions", func(t *testing.T) {

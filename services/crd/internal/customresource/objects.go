@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/resource"
@@ -22,7 +23,10 @@ type Objects struct {
 	v *version
 }
 
-var _ resource.Objects = (*Objects)(nil)
+var (
+	_ resource.Objects          = (*Objects)(nil)
+	_ resource.VersionConverter = (*Objects)(nil)
+)
 
 // Encode converts obj to the storage version and writes it as JSON.
 func (o *Objects) Encode(obj runtime.Object) ([]byte, error) {
@@ -58,6 +62,16 @@ func (o *Objects) Decode(data []byte) (runtime.Object, error) {
 	}
 	o.v.applyDefaults(u)
 	return u, nil
+}
+
+// ConvertToVersion converts obj to version gv of the CRD, as the field
+// managers do to read managedFields entries recorded through gv.
+func (o *Objects) ConvertToVersion(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	out, err := o.v.converter.ConvertToVersion(obj, gv)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s to %s: %w", obj.GetObjectKind().GroupVersionKind(), gv, err)
+	}
+	return out, nil
 }
 
 // DecodeRequest reads a request body as kube reads a custom resource:
