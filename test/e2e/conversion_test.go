@@ -358,6 +358,15 @@ func TestConversion(t *testing.T) {
 			t.Errorf("p1 in v2: %s spec %v, want e2e.example.com/v2 spec map[size:2]", got.GetAPIVersion(), spec)
 		}
 	})
+	// kubectl finds things.v2 in the gateway's discovery, which follows
+	// the CRDs' APIServices within a second.
+	eventuallyKubectl(t, 10*time.Second, func() error {
+		out, errOut, err := sys.Kubectl(t, "-n", "conversion", "get", "things.v2.e2e.example.com", "-o", "name")
+		if err != nil {
+			return fmt.Errorf("kubectl get things.v2.e2e.example.com: %v\n%s%s", err, out, errOut)
+		}
+		return nil
+	})
 	runSteps(t, sys, "conversion", []step{
 		{name: "kubectl reads in v2 what was created in v1", args: []string{"get", "things.v2.e2e.example.com", "t1", "-o", "jsonpath={.apiVersion} {.spec}"},
 			stdout: `e2e.example.com/v2 {"dimensions":{"size":4}}`},
@@ -369,6 +378,31 @@ func TestConversion(t *testing.T) {
 			stdout: "NAME   VERSION              SIZE\nt1     e2e.example.com/v2   4\nt2     e2e.example.com/v2   5\nt3     e2e.example.com/v2   7\nt4     e2e.example.com/v2   9\n"},
 		{name: "kubectl reads the stored versions", args: []string{"get", "crd", "things.e2e.example.com", "-o", "jsonpath={.status.storedVersions}"},
 			stdout: `["v1"]`},
+	})
+	t.Run("kubectl watches in v2", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		rows := streamKubectl(ctx, t, sys, "-n", "conversion", "get", "things.v2.e2e.example.com", "-w", "--output-watch-events",
+			"-o", `jsonpath={.type} {.object.metadata.name} {.object.apiVersion} {.object.spec.dimensions.size}{"\n"}`)
+		want := func(row string) {
+			t.Helper()
+			select {
+			case got, ok := <-rows:
+				if !ok || got != row {
+					t.Fatalf("kubectl get -w printed %q (open %v), want %q", got, ok, row)
+				}
+			case <-ctx.Done():
+				t.Fatalf("kubectl get -w printed nothing in time, want %q", row)
+			}
+		}
+		// The listed objects come first, then what is created in v1.
+		for _, row := range []string{"ADDED t1 e2e.example.com/v2 4", "ADDED t2 e2e.example.com/v2 5", "ADDED t3 e2e.example.com/v2 7", "ADDED t4 e2e.example.com/v2 9"} {
+			want(row)
+		}
+		if _, err := things("v1").Create(ctx, thing("v1", "t6", 8), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create t6 in v1: %v", err)
+		}
+		want("ADDED t6 e2e.example.com/v2 8")
 	})
 
 	t.Run("webhook down", func(t *testing.T) {
