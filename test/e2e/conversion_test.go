@@ -137,7 +137,8 @@ func convertThing(obj map[string]any, to string) map[string]any {
 
 // twoVersionCRD is a CRD of kind, stored in v1 and served in v1 and v2,
 // converted by conversion (a CustomResourceConversion as YAML, indented
-// for spec.conversion).
+// for spec.conversion). v2 knows spec.size too, so that strategy None,
+// which moves no field, keeps it.
 func twoVersionCRD(plural, kind, conversion string) string {
 	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

@@ -112,8 +112,9 @@ func newTypeConverter(r *resource.Resource) (managedfields.TypeConverter, error)
 }
 
 // reachable returns the definitions the schema's Ref and OtherVersions
-// refer to, transitively. Converting only those keeps building a resource's types
-// proportional to its kind, not to every definition of its API package.
+// refer to, transitively. Converting only those keeps building a
+// resource's types proportional to its kind, not to every definition of
+// its API package.
 func reachable(s *resource.Schema) (map[string]*spec.Schema, error) {
 	out := map[string]*spec.Schema{}
 	var visit func(name string) error
