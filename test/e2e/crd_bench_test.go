@@ -95,7 +95,7 @@ func BenchmarkCustomResources(b *testing.B) {
 	if _, errOut, err := sys.Kubectl(b, "wait", "--for=condition=Established", "crd/plains.bench.example.com", "crd/rules.bench.example.com", "--timeout=60s"); err != nil {
 		b.Fatalf("wait for CRDs: %v\n%s", err, errOut)
 	}
-	dyn, err := dynamic.NewForConfig(sys.RESTConfig(b))
+	dyn, err := dynamic.NewForConfig(unthrottled(sys.RESTConfig(b)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -111,9 +111,10 @@ func newTypeConverter(r *resource.Resource) (managedfields.TypeConverter, error)
 	return tc, nil
 }
 
-// reachable returns the definitions the schema's Ref refers to,
-// transitively. Converting only those keeps building a resource's types
-// proportional to its kind, not to every definition of its API package.
+// reachable returns the definitions the schema's Ref and OtherVersions
+// refer to, transitively. Converting only those keeps building a
+// resource's types proportional to its kind, not to every definition of
+// its API package.
 func reachable(s *resource.Schema) (map[string]*spec.Schema, error) {
 	out := map[string]*spec.Schema{}
 	var visit func(name string) error
@@ -167,21 +168,27 @@ func reachable(s *resource.Schema) (map[string]*spec.Schema, error) {
 		}
 		return nil
 	}
-	if err := visit(s.Ref); err != nil {
-		return nil, err
+	for _, root := range append([]string{s.Ref}, s.OtherVersions...) {
+		if err := visit(root); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
 // kindObjects is the ObjectCreater, ObjectConvertor and ObjectDefaulter the
-// field managers need, for the single kind and version a resource serves.
-// Conversion only moves between the resource's typed struct and the
-// unstructured form structured-merge-diff produces; defaulting is the
-// resource strategy's, which the REST layer runs after patching.
+// field managers need, for the kind and version a resource serves.
+// Conversion moves between the resource's typed struct and the
+// unstructured form structured-merge-diff produces, and to the kind's
+// other versions when the resource's Objects convert to them; defaulting
+// is the resource strategy's, which the REST layer runs after patching.
 type kindObjects struct {
 	objects resource.Objects
 	gvk     schema.GroupVersionKind
 	typed   bool
+	// versions converts to the kind's other versions; nil when the
+	// resource has no other version.
+	versions resource.VersionConverter
 }
 
 var (
@@ -201,8 +208,21 @@ func (kindObjects) Default(runtime.Object) {}
 
 func (k kindObjects) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
 	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{k.gvk})
-	if !ok || gvk != k.gvk {
+	if !ok || (gvk != k.gvk && (k.versions == nil || gvk.GroupKind() != k.gvk.GroupKind())) {
 		return nil, fmt.Errorf("convert %s to %v: only %s is served here", in.GetObjectKind().GroupVersionKind(), target, k.gvk)
+	}
+	if from := in.GetObjectKind().GroupVersionKind(); k.versions != nil && from.GroupKind() == gvk.GroupKind() && from.Version != gvk.Version {
+		// The field managers read an entry recorded through another
+		// version by converting the object to that version and back.
+		out, err := k.versions.ConvertToVersion(in.DeepCopyObject(), gvk.GroupVersion())
+		if err != nil {
+			return nil, fmt.Errorf("convert %s to %s: %w", from, gvk.GroupVersion(), err)
+		}
+		in = out
+	}
+	if gvk != k.gvk {
+		// Only custom resources have other versions, all unstructured.
+		return in, nil
 	}
 	u, isUnstructured := in.(runtime.Unstructured)
 	if !k.typed || !isUnstructured {

@@ -80,6 +80,7 @@ func build(r *resource.Resource, subresources map[string]map[fieldpath.APIVersio
 	limitCopies()
 	_, isUnstructured := r.Objects.New().(runtime.Unstructured)
 	k := kindObjects{objects: r.Objects, gvk: r.GroupVersionKind(), typed: !isUnstructured}
+	k.versions, _ = r.Objects.(resource.VersionConverter)
 	tc, err := newTypeConverter(r)
 	if err != nil {
 		return nil, fmt.Errorf("build patcher of %s: %w", r.GroupResource(), err)

@@ -159,6 +159,18 @@ type Schema struct {
 	// x-kubernetes-group-version-kind extension. Resources of one API
 	// package share one map.
 	Definitions map[string]*spec.Schema
+	// OtherVersions names the definitions, in Definitions, of the kind in
+	// its other versions: managedFields entries recorded through another
+	// version are read with them.
+	OtherVersions []string
+}
+
+// VersionConverter is implemented by the Objects of a kind with several
+// versions that converts between them (a custom resource's conversion),
+// as managedFields entries recorded through another version need.
+type VersionConverter interface {
+	// ConvertToVersion returns obj in version gv of its group and kind.
+	ConvertToVersion(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error)
 }
 
 // Objects knows a resource's Go representation: a typed k8s.io/api struct

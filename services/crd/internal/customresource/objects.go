@@ -2,9 +2,13 @@ package customresource
 
 import (
 	"fmt"
+	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/resource"
@@ -19,7 +23,10 @@ type Objects struct {
 	v *version
 }
 
-var _ resource.Objects = (*Objects)(nil)
+var (
+	_ resource.Objects          = (*Objects)(nil)
+	_ resource.VersionConverter = (*Objects)(nil)
+)
 
 // Encode converts obj to the storage version and writes it as JSON.
 func (o *Objects) Encode(obj runtime.Object) ([]byte, error) {
@@ -30,7 +37,7 @@ func (o *Objects) Encode(obj runtime.Object) ([]byte, error) {
 	if u.GroupVersionKind().GroupVersion() != o.v.storageGV {
 		out, err := o.v.converter.ConvertToVersion(u.DeepCopy(), o.v.storageGV)
 		if err != nil {
-			return nil, fmt.Errorf("convert to the storage version %s: %w", o.v.storageGV, err)
+			return nil, conversionFailed(err)
 		}
 		obj = out
 	}
@@ -47,7 +54,7 @@ func (o *Objects) Decode(data []byte) (runtime.Object, error) {
 	if u.GroupVersionKind().GroupVersion() != o.v.gvk.GroupVersion() {
 		out, err := o.v.converter.ConvertToVersion(u, o.v.gvk.GroupVersion())
 		if err != nil {
-			return nil, fmt.Errorf("convert from %s to %s: %w", u.GetAPIVersion(), o.v.gvk.GroupVersion(), err)
+			return nil, conversionFailed(err)
 		}
 		if u, err = asUnstructured(out); err != nil {
 			return nil, err
@@ -55,6 +62,16 @@ func (o *Objects) Decode(data []byte) (runtime.Object, error) {
 	}
 	o.v.applyDefaults(u)
 	return u, nil
+}
+
+// ConvertToVersion converts obj to version gv of the CRD, as the field
+// managers do to read managedFields entries recorded through gv.
+func (o *Objects) ConvertToVersion(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	out, err := o.v.converter.ConvertToVersion(obj, gv)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s to %s: %w", obj.GetObjectKind().GroupVersionKind(), gv, err)
+	}
+	return out, nil
 }
 
 // DecodeRequest reads a request body as kube reads a custom resource:
@@ -88,6 +105,20 @@ func (o *Objects) DecodeRequest(data []byte, opts resource.DecodeOptions) (runti
 		return u, runtime.NewStrictDecodingError(strict)
 	}
 	return u, nil
+}
+
+// conversionFailed is kube-apiserver's answer to a failed conversion
+// between the served and the storage version: the converter's error is
+// not an API status, so kube answers it as a 500 of unknown reason with
+// the converter's message as it is (clients and users match on it, e.g.
+// "conversion webhook for <gvk> failed: ..."), whatever layer it crossed.
+func conversionFailed(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusInternalServerError,
+		Reason:  metav1.StatusReasonUnknown,
+		Message: err.Error(),
+	}}
 }
 
 func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {

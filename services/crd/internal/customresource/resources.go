@@ -3,6 +3,7 @@ package customresource
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -39,6 +40,10 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 	// The store is rebuilt, and objects read anew, when what decoding
 	// depends on changes: the spec (its generation) or the CRD itself.
 	storeVersion := fmt.Sprintf("%s/%d", crd.UID, crd.Generation)
+	schemas, err := openAPISchemas(crd)
+	if err != nil {
+		return nil, err
+	}
 	var out []*resource.Resource
 	for _, ver := range crd.Spec.Versions {
 		if !ver.Served {
@@ -57,10 +62,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 		if err != nil {
 			return nil, err
 		}
-		sch, err := openAPISchema(crd, ver.Name, v.gvk)
-		if err != nil {
-			return nil, err
-		}
+		sch := schemas[ver.Name]
 		r := &resource.Resource{
 			GroupVersionResource: gvr,
 			Kind:                 names.Kind,
@@ -161,6 +163,35 @@ func selectableFields(sf []apiextensionsv1.SelectableField, namespaced bool) sto
 		}
 		return labels.Set(m.GetLabels()), fs, nil
 	}
+}
+
+// openAPISchemas are the schemas of every version of crd (served or not:
+// managedFields entries may have been recorded through any), by version,
+// each with the definitions of the others for the field managers; a
+// version without a schema has none.
+func openAPISchemas(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*resource.Schema, error) {
+	out := map[string]*resource.Schema{}
+	for _, ver := range crd.Spec.Versions {
+		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Status.AcceptedNames.Kind}
+		sch, err := openAPISchema(crd, ver.Name, gvk)
+		if err != nil {
+			return nil, err
+		}
+		if sch != nil {
+			out[ver.Name] = sch
+		}
+	}
+	for name, sch := range out {
+		for other, o := range out {
+			if other == name {
+				continue
+			}
+			sch.Definitions[o.Ref] = o.Definitions[o.Ref]
+			sch.OtherVersions = append(sch.OtherVersions, o.Ref)
+		}
+		slices.Sort(sch.OtherVersions)
+	}
+	return out, nil
 }
 
 // openAPISchema is the version's schema as an OpenAPI definition of its

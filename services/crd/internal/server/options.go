@@ -1,17 +1,22 @@
 package server
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/spf13/pflag"
 
+	"kplane.dev/libs/serviceresolver"
 	"kplane.dev/libs/storageservice"
 )
 
 // Options are the flags of the crd service: those of every storage
-// service.
+// service, and where conversion webhooks' services live.
 type Options struct {
 	storageservice.Options
+	// ServiceMap resolves conversion webhooks' services statically; a
+	// service it does not list resolves through cluster DNS.
+	ServiceMap []string
 }
 
 // NewOptions returns the defaults.
@@ -22,14 +27,24 @@ func NewOptions() *Options {
 // AddFlags binds o to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Options.AddFlags(fs, "of the authz reviews (an apply that creates needs create); empty answers them 503")
+	fs.StringSliceVar(&o.ServiceMap, "service-map", o.ServiceMap, "where conversion webhook services live, namespace/name=https://host:port, repeated or comma-separated; a service not listed resolves to https://<name>.<namespace>.svc:<port>")
 }
 
 // Validate reports every problem with o.
-func (o *Options) Validate() []error { return o.Options.Validate() }
+func (o *Options) Validate() []error {
+	errs := o.Options.Validate()
+	if _, err := serviceresolver.ParseMap(o.ServiceMap); err != nil {
+		errs = append(errs, fmt.Errorf("--service-map: %w", err))
+	}
+	return errs
+}
 
 // Config is what a Server is built from.
 type Config struct {
 	*storageservice.Config
+	// ServiceMap is where conversion webhooks' services live, by
+	// namespace/name.
+	ServiceMap serviceresolver.Map
 }
 
 // Config validates o, loads the certificates and kubeconfig it names, and
@@ -39,5 +54,9 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{Config: c}, nil
+	services, err := serviceresolver.ParseMap(o.ServiceMap)
+	if err != nil {
+		return nil, fmt.Errorf("parse --service-map: %w", err)
+	}
+	return &Config{Config: c, ServiceMap: services}, nil
 }

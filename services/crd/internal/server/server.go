@@ -82,7 +82,10 @@ func (s *Server) build() error {
 	if err != nil {
 		return err
 	}
-	converters, err := conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver { return r })
+	// kplane runs no Services: the map says where a webhook's service
+	// is, and kube's DNS rule where the map does not.
+	services := s.cfg.ServiceMap.Or(webhook.NewDefaultServiceResolver())
+	converters, err := conversion.NewCRConverterFactory(services, func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver { return r })
 	if err != nil {
 		return fmt.Errorf("build the conversion webhook client: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	informers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
 
+	"kplane.dev/libs/serviceresolver"
 	"kplane.dev/services/gateway/internal/proxy"
 )
 
@@ -82,7 +83,7 @@ type Options struct {
 	// Client reads and registers APIServices in core as the gateway.
 	Client aggregator.Interface
 	// Resolver finds the services of non-local APIServices.
-	Resolver Resolver
+	Resolver serviceresolver.Resolver
 	// ClientCertificate is what the gateway presents to aggregated API
 	// servers.
 	ClientCertificate tls.Certificate
@@ -300,7 +301,7 @@ func (t *Table) backend(s *apiregistrationv1.APIService, old, used map[string]*B
 	if ref.Port != nil {
 		port = *ref.Port
 	}
-	u, err := t.opts.Resolver.Resolve(ref.Namespace, ref.Name, port)
+	u, err := t.opts.Resolver.ResolveEndpoint(ref.Namespace, ref.Name, port)
 	if err != nil {
 		return nil, fmt.Errorf("resolve service %s/%s: %w", ref.Namespace, ref.Name, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/serviceresolver"
 	"kplane.dev/libs/serving"
 
 	"kplane.dev/services/gateway/internal/authn"
@@ -26,7 +27,6 @@ import (
 	"kplane.dev/services/gateway/internal/availability"
 	"kplane.dev/services/gateway/internal/discovery"
 	"kplane.dev/services/gateway/internal/filters"
-	"kplane.dev/services/gateway/internal/routing"
 )
 
 // service is how the gateway serves: to everyone, with client
@@ -156,7 +156,7 @@ func (o *Options) Validate() []error {
 			add("--crd-url: %q is not an https URL", s)
 		}
 	}
-	if _, err := routing.ParseServiceMap(o.ServiceMap); err != nil {
+	if _, err := serviceresolver.ParseMap(o.ServiceMap); err != nil {
 		add("--service-map: %w", err)
 	}
 	if o.DocumentsInterval <= 0 {
@@ -190,7 +190,7 @@ type Config struct {
 	backendCA            *x509.CertPool
 	coreURLs             []*url.URL
 	crdURLs              []*url.URL
-	resolver             routing.Resolver
+	resolver             serviceresolver.Resolver
 	filters              filters.Config
 	documentsInterval    time.Duration
 	availabilityInterval time.Duration
@@ -210,7 +210,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		documentsInterval:    o.DocumentsInterval,
 		availabilityInterval: o.AvailabilityInterval,
 		log:                  sc.Log,
-		resolver:             routing.DNSResolver{},
+		resolver:             serviceresolver.DNS{},
 		apiAudiences:         o.APIAudiences,
 		anonymous:            o.AnonymousAuth,
 		authorizedTTL:        o.AuthorizedTTL,
@@ -244,7 +244,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		c.crdURLs = append(c.crdURLs, u)
 	}
 	if len(o.ServiceMap) > 0 {
-		if c.resolver, err = routing.ParseServiceMap(o.ServiceMap); err != nil {
+		if c.resolver, err = serviceresolver.ParseMap(o.ServiceMap); err != nil {
 			return nil, fmt.Errorf("parse --service-map: %w", err)
 		}
 	}
