@@ -120,7 +120,11 @@ func get(t *testing.T, url string, header http.Header) (*http.Response, []byte) 
 }
 
 func TestLegacyDocuments(t *testing.T) {
-	srv := newServer(t, namespaces(), widgets("v1beta1"), configMaps(), widgets("v1"))
+	// v1beta1 widgets are stored as v1, as a CRD's served versions are
+	// stored in its storage version: their hash names v1.
+	beta := widgets("v1beta1")
+	beta.StorageVersion = "v1"
+	srv := newServer(t, namespaces(), beta, configMaps(), widgets("v1"))
 	v1 := metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1", Version: "v1"}
 	v1beta1 := metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1beta1", Version: "v1beta1"}
 	group := metav1.APIGroup{Name: "example.com", Versions: []metav1.GroupVersionForDiscovery{v1, v1beta1}, PreferredVersion: v1}
@@ -130,7 +134,7 @@ func TestLegacyDocuments(t *testing.T) {
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: gv,
 			APIResources: []metav1.APIResource{
-				{Name: "widgets", SingularName: "widget", Namespaced: true, Kind: "Widget", Verbs: resource.AllVerbs, ShortNames: []string{"wd"}, Categories: []string{"all"}, StorageVersionHash: kdiscovery.StorageVersionHash("example.com", version, "Widget")},
+				{Name: "widgets", SingularName: "widget", Namespaced: true, Kind: "Widget", Verbs: resource.AllVerbs, ShortNames: []string{"wd"}, Categories: []string{"all"}, StorageVersionHash: kdiscovery.StorageVersionHash("example.com", "v1", "Widget")},
 				{Name: "widgets/status", Namespaced: true, Kind: "Widget", Verbs: []string{"get", "patch", "update"}},
 			},
 		}

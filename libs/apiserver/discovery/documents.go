@@ -213,7 +213,7 @@ func resourceList(gv string, resources []*resource.Resource) metav1.APIResourceL
 			Verbs:              r.VerbList(),
 			ShortNames:         r.ShortNames,
 			Categories:         r.Categories,
-			StorageVersionHash: StorageVersionHash(gvr.Group, gvr.Version, r.Kind),
+			StorageVersionHash: StorageVersionHash(gvr.Group, storageVersion(r), r.Kind),
 		})
 		for _, sub := range subresources(r) {
 			ar := metav1.APIResource{
@@ -309,4 +309,12 @@ func aggregate(groups []apidiscoveryv2.APIGroupDiscovery) (aggregatedDocument, e
 func StorageVersionHash(group, version, kind string) string {
 	sum := sha256.Sum256([]byte(group + "/" + version + "/" + kind))
 	return base64.StdEncoding.EncodeToString(sum[:8])
+}
+
+// storageVersion is the version r's objects are stored in.
+func storageVersion(r *resource.Resource) string {
+	if r.StorageVersion != "" {
+		return r.StorageVersion
+	}
+	return r.GroupVersionResource.Version
 }

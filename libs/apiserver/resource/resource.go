@@ -52,12 +52,18 @@ type Resource struct {
 	// Attrs returns the labels and selectable fields of an object; nil
 	// means storage.DefaultAttrs (metadata.name, metadata.namespace).
 	Attrs storage.AttrFunc
-	// StoreVersion names what the resource's store depends on besides
+	// StorageVersion is the version objects are stored in, whose kind
+	// discovery's storageVersionHash names; empty means the resource's
+	// own. A custom resource's served versions share their CRD's storage
+	// version.
+	StorageVersion string
+
+	// StoreGeneration names what the resource's store depends on besides
 	// its group, version and resource, such as a custom resource's
 	// schema: a server replacing the resource keeps its store (and watch
-	// cache) only while StoreVersion stays the same, and otherwise reads
+	// cache) only while StoreGeneration stays the same, and otherwise reads
 	// the objects anew through a new store.
-	StoreVersion string
+	StoreGeneration string
 
 	// Creater, when set, makes the resource one that is not stored, as
 	// kube's reviews: it answers every create and nothing else is served

@@ -118,7 +118,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // and OpenAPI documents, from now on. A resource already served keeps its
 // store (and watch cache) and gets a handler for its new declaration; a
 // new one gets a store, started if the server runs; a dropped one's store
-// is stopped, and so is the store of one whose StoreVersion changed,
+// is stopped, and so is the store of one whose StoreGeneration changed,
 // which gets a new one. On error the server keeps serving what it served.
 func (s *Server) Replace(resources []*resource.Resource) error {
 	if err := validateResources(resources); err != nil {
@@ -132,7 +132,7 @@ func (s *Server) Replace(resources []*resource.Resource) error {
 	for _, r := range resources {
 		gvr := r.GroupVersionResource
 		b := &backend{r: r}
-		if prev, ok := old[gvr]; ok && prev.r.StoreVersion == r.StoreVersion {
+		if prev, ok := old[gvr]; ok && prev.r.StoreGeneration == r.StoreGeneration {
 			b.store, b.keys, b.stop = prev.store, prev.keys, prev.stop
 		} else if r.Stored() {
 			store, keys, err := s.opts.Stores(r)
@@ -162,7 +162,7 @@ func (s *Server) Replace(resources []*resource.Resource) error {
 	s.table.Store(&next)
 	var dropped []*backend
 	for gvr, b := range old {
-		if n, ok := next[gvr]; !ok || n.r.StoreVersion != b.r.StoreVersion {
+		if n, ok := next[gvr]; !ok || n.r.StoreGeneration != b.r.StoreGeneration {
 			dropped = append(dropped, b)
 		}
 	}

@@ -75,15 +75,15 @@ func TestRouting(t *testing.T) {
 			t.Fatal(err)
 		}
 		if kept, _ := f.store(gvr); kept != before {
-			t.Error("a redeclared resource got a new store although its StoreVersion did not change")
+			t.Error("a redeclared resource got a new store although its StoreGeneration did not change")
 		}
 		changed := *widgets
-		changed.StoreVersion = "2"
+		changed.StoreGeneration = "2"
 		if err := f.srv.Replace(append(f.res[:len(f.res)-1:len(f.res)-1], &changed)); err != nil {
 			t.Fatal(err)
 		}
 		if rebuilt, _ := f.store(gvr); rebuilt == before {
-			t.Error("a resource whose StoreVersion changed kept its store: its objects would be read by the old declaration")
+			t.Error("a resource whose StoreGeneration changed kept its store: its objects would be read by the old declaration")
 		}
 		if resp, body := get(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets/w", ""); resp.StatusCode != 200 {
 			t.Errorf("widget through the new store answered %d %s", resp.StatusCode, body)

@@ -39,7 +39,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 	names := crd.Status.AcceptedNames
 	// The store is rebuilt, and objects read anew, when what decoding
 	// depends on changes: the spec (its generation) or the CRD itself.
-	storeVersion := fmt.Sprintf("%s/%d", crd.UID, crd.Generation)
+	storeGeneration := fmt.Sprintf("%s/%d", crd.UID, crd.Generation)
 	schemas, err := openAPISchemas(crd)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,8 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 			Schema:               sch,
 			Objects:              &Objects{Unstructured: objects.NewUnstructured(v.gvk, names.ListKind), v: v},
 			Strategy:             &Strategy{v: v},
-			StoreVersion:         storeVersion,
+			StorageVersion:       v.storageGV.Version,
+			StoreGeneration:      storeGeneration,
 		}
 		if attrs := selectableFields(ver.SelectableFields, r.Namespaced); attrs != nil {
 			r.Attrs = attrs

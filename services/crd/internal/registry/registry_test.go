@@ -115,7 +115,7 @@ func TestRebuildsOnlyOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := s.find(widgetsV1)
-	if second == first || second.StoreVersion == first.StoreVersion {
+	if second == first || second.StoreGeneration == first.StoreGeneration {
 		t.Error("a changed CRD keeps its declaration and store version: its objects would be read by the old schema")
 	}
 	if err := reg.Sync(s, nil); err != nil {
