@@ -52,6 +52,10 @@ type Resource struct {
 	// Attrs returns the labels and selectable fields of an object; nil
 	// means storage.DefaultAttrs (metadata.name, metadata.namespace).
 	Attrs storage.AttrFunc
+	// Warnings are sent with every response for the resource, as kube
+	// sends a deprecated custom resource version's deprecation warning.
+	Warnings []string
+
 	// StorageVersion is the version objects are stored in, whose kind
 	// discovery's storageVersionHash names; empty means the resource's
 	// own. A custom resource's served versions share their CRD's storage

@@ -86,6 +86,12 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	if err := h.route(info); err != nil {
 		return err
 	}
+	if len(h.r.Warnings) > 0 {
+		w := newWarnings(c)
+		for _, msg := range h.r.Warnings {
+			w.add(msg)
+		}
+	}
 	if !h.r.Namespaced && info.Namespace != "" {
 		// Only /api/v1/namespaces/<name> gets here with a namespace:
 		// request info names the namespace itself as its namespace, as

@@ -66,6 +66,23 @@ func TestRouting(t *testing.T) {
 		}
 	})
 
+	t.Run("a resource's warnings are sent with every response", func(t *testing.T) {
+		warned := *f.res[len(f.res)-1]
+		warned.Warnings = []string{"example.com/v1 Widget is deprecated"}
+		if err := f.srv.Replace(append(f.res[:len(f.res)-1:len(f.res)-1], &warned)); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"/apis/example.com/v1/namespaces/ns1/widgets/w", "/apis/example.com/v1/namespaces/ns1/widgets", "/apis/example.com/v1/namespaces/ns1/widgets/missing"} {
+			resp, _ := get(t, f.url+path, "")
+			if got := resp.Header.Values("Warning"); len(got) != 1 || got[0] != `299 - "example.com/v1 Widget is deprecated"` {
+				t.Errorf("GET %s: Warning %q", path, got)
+			}
+		}
+		if err := f.srv.Replace(f.res); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a new store version gets a new store", func(t *testing.T) {
 		widgets := f.res[len(f.res)-1]
 		gvr := widgets.GroupVersionResource

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/util/jsonpath"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/clock"
@@ -79,6 +80,13 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 			Strategy:             &Strategy{v: v},
 			StorageVersion:       v.storageGV.Version,
 			StoreGeneration:      storeGeneration,
+		}
+		if ver.Deprecated {
+			msg := defaultDeprecationWarning(ver.Name, crd.Spec)
+			if ver.DeprecationWarning != nil {
+				msg = *ver.DeprecationWarning
+			}
+			r.Warnings = []string{msg}
 		}
 		if attrs := selectableFields(ver.SelectableFields, r.Namespaced); attrs != nil {
 			r.Attrs = attrs
@@ -260,4 +268,24 @@ func subresourcesOf(s *apiextensionsv1.CustomResourceSubresources) resource.Subr
 		}
 	}
 	return out
+}
+
+// defaultDeprecationWarning is kube's warning for a deprecated version
+// without a deprecationWarning of its own: it names the newest served
+// version that is not deprecated and newer, if any.
+func defaultDeprecationWarning(deprecated string, spec apiextensionsv1.CustomResourceDefinitionSpec) string {
+	msg := fmt.Sprintf("%s/%s %s is deprecated", spec.Group, deprecated, spec.Names.Kind)
+	newest := ""
+	for _, v := range spec.Versions {
+		if !v.Served || v.Deprecated || kubeversion.CompareKubeAwareVersionStrings(deprecated, v.Name) >= 0 {
+			continue
+		}
+		if newest == "" || kubeversion.CompareKubeAwareVersionStrings(v.Name, newest) > 0 {
+			newest = v.Name
+		}
+	}
+	if newest == "" {
+		return msg
+	}
+	return msg + fmt.Sprintf("; use %s/%s %s", spec.Group, newest, spec.Names.Kind)
 }

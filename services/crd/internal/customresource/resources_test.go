@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -125,6 +126,42 @@ func TestSelectableFields(t *testing.T) {
 			}
 			if !reflect.DeepEqual(f, tc.wantFields) {
 				t.Errorf("fields = %v, want %v", f, tc.wantFields)
+			}
+		})
+	}
+}
+
+// TestDeprecationWarnings checks the warnings every response of a
+// deprecated version carries: the CRD's own, or kube's default naming
+// the newest served version that is not deprecated.
+func TestDeprecationWarnings(t *testing.T) {
+	own := "use v2, v1 goes in June"
+	tests := []struct {
+		name   string
+		modify func(v1, v2 *apiextensionsv1.CustomResourceDefinitionVersion)
+		want   map[string][]string
+	}{
+		{name: "none deprecated", modify: func(_, _ *apiextensionsv1.CustomResourceDefinitionVersion) {}, want: map[string][]string{}},
+		{name: "default warning", modify: func(v1, _ *apiextensionsv1.CustomResourceDefinitionVersion) { v1.Deprecated = true },
+			want: map[string][]string{"v1": {"example.com/v1 Widget is deprecated; use example.com/v2 Widget"}}},
+		{name: "no newer version to name", modify: func(_, v2 *apiextensionsv1.CustomResourceDefinitionVersion) { v2.Deprecated = true },
+			want: map[string][]string{"v2": {"example.com/v2 Widget is deprecated"}}},
+		{name: "the CRD's own warning", modify: func(v1, _ *apiextensionsv1.CustomResourceDefinitionVersion) {
+			v1.Deprecated, v1.DeprecationWarning = true, &own
+		}, want: map[string][]string{"v1": {own}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			crd := widgetCRD(t)
+			tt.modify(&crd.Spec.Versions[0], &crd.Spec.Versions[1])
+			got := map[string][]string{}
+			for v, r := range widgetResources(t, crd) {
+				if len(r.Warnings) > 0 {
+					got[v] = r.Warnings
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("warnings %q, want %q", got, tt.want)
 			}
 		})
 	}
