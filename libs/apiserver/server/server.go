@@ -131,6 +131,13 @@ func (s *Server) Replace(resources []*resource.Resource) error {
 	var started []*backend
 	for _, r := range resources {
 		gvr := r.GroupVersionResource
+		if prev, ok := old[gvr]; ok && prev.r == r {
+			// The same declaration: its handler (and the patcher it
+			// built from the schema) serves on, as a CRD's resources do
+			// when another CRD changes.
+			next[gvr] = prev
+			continue
+		}
 		b := &backend{r: r}
 		if prev, ok := old[gvr]; ok && prev.r.StoreGeneration == r.StoreGeneration {
 			b.store, b.keys, b.stop = prev.store, prev.keys, prev.stop
