@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,7 +55,7 @@ func TestTenantAttacks(t *testing.T) {
 	t.Run("slow headers", w.slowHeaders)
 	t.Run("flood of watches", w.watchFlood)
 	t.Run("memory stays bounded", func(t *testing.T) {
-		for _, svc := range []string{"gateway", "core", "authn", "authz"} {
+		for _, svc := range []string{"gateway", "core", "crd", "authn", "authz"} {
 			if m := rss(t, w.sys, svc); m > 1<<30 {
 				t.Errorf("%s holds %d MiB after the attacks", svc, m>>20)
 			}
@@ -85,6 +86,22 @@ func (w *world) applyCreates(t *testing.T) {
 	r = w.do(t, patcher, http.MethodPut, "/api/v1/namespaces/tenant-a/configmaps/sneaky", strings.NewReader(apply), "application/json")
 	expectStatus(t, "a PUT of a configmap that does not exist", r, http.StatusNotFound, metav1.StatusReasonNotFound)
 
+	// Custom resources are served by crd, which asks authz the same.
+	note := `{"apiVersion":"tenant.example.com/v1","kind":"Note","metadata":{"name":"sneaky","namespace":"tenant-a"},"text":"hi"}`
+	r = w.do(t, patcher, http.MethodPatch, "/apis/tenant.example.com/v1/namespaces/tenant-a/notes/sneaky?fieldManager=attacker",
+		strings.NewReader(note), "application/apply-patch+yaml")
+	expectStatus(t, "an apply creating a note without create", r, http.StatusForbidden, metav1.StatusReasonForbidden)
+	var st metav1.Status
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		t.Errorf("refusal %s: %v", r.body, err)
+	}
+	if want := `notes.tenant.example.com "sneaky" is forbidden: User "system:serviceaccount:tenant-a:patcher" cannot create resource "notes" in API group "tenant.example.com" in the namespace "tenant-a"`; st.Message != want {
+		t.Errorf("refusal %q, want kube's %q", st.Message, want)
+	}
+	if r := w.admin(t, http.MethodGet, "/apis/tenant.example.com/v1/namespaces/tenant-a/notes/sneaky", nil, ""); r.code != http.StatusNotFound {
+		t.Errorf("the refused apply left a note behind: %d %s", r.code, r.body)
+	}
+
 	// Applying to an object that exists needs only patch.
 	w.admin(t, http.MethodPost, "/api/v1/namespaces/tenant-a/configmaps",
 		strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"existing"}}`), "application/json")
@@ -92,6 +109,12 @@ func (w *world) applyCreates(t *testing.T) {
 	if r := w.do(t, patcher, http.MethodPatch, "/api/v1/namespaces/tenant-a/configmaps/existing?fieldManager=tenant",
 		strings.NewReader(exists), "application/apply-patch+yaml"); r.code != http.StatusOK {
 		t.Errorf("an apply to an existing configmap with patch rights: %d %s", r.code, r.body)
+	}
+	w.admin(t, http.MethodPost, "/apis/tenant.example.com/v1/namespaces/tenant-a/notes",
+		strings.NewReader(`{"apiVersion":"tenant.example.com/v1","kind":"Note","metadata":{"name":"existing"}}`), "application/json")
+	if r := w.do(t, patcher, http.MethodPatch, "/apis/tenant.example.com/v1/namespaces/tenant-a/notes/existing?fieldManager=tenant",
+		strings.NewReader(strings.ReplaceAll(note, "sneaky", "existing")), "application/apply-patch+yaml"); r.code != http.StatusOK {
+		t.Errorf("an apply to an existing note with patch rights: %d %s", r.code, r.body)
 	}
 }
 

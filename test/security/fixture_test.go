@@ -32,14 +32,28 @@ const (
 // says, granted in tenantNS only.
 const (
 	viewer  = "viewer"  // ClusterRole view through a RoleBinding
-	patcher = "patcher" // get, patch and update configmaps and leases, no create
+	patcher = "patcher" // get, patch and update configmaps, leases and notes, no create
 	lister  = "lister"  // list configmaps, no watch
 	nsadmin = "nsadmin" // every verb on "namespaces", through a Role
 	writer  = "writer"  // every verb on configmaps
 )
 
-// tenantRBAC grants the service accounts above their rights.
+// tenantRBAC grants the service accounts above their rights, and defines
+// the custom resource they are granted rights on (notes).
 const tenantRBAC = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: notes.tenant.example.com}
+spec:
+  group: tenant.example.com
+  scope: Namespaced
+  names: {plural: notes, singular: note, kind: Note}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {text: {type: string}}}}
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: viewer, namespace: tenant-a}
@@ -69,7 +83,7 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: tenant-a}]
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: patcher, namespace: tenant-a}
-rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, patch, update]}, {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, patch, update]}]
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, patch, update]}, {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, patch, update]}, {apiGroups: [tenant.example.com], resources: [notes], verbs: [get, patch, update]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -138,6 +152,7 @@ func setUp(t *testing.T, gatewayArgs ...string) *world {
 		t.Fatal(err)
 	}
 	kubectl(t, sys, "apply", "-f", rbac)
+	kubectl(t, sys, "wait", "--for=condition=Established", "crd/notes.tenant.example.com", "--timeout=60s")
 	kubectl(t, sys, "-n", victimNS, "create", "configmap", "secret-plans", "--from-literal=plan=world-domination")
 	for _, sa := range []string{viewer, patcher, lister, nsadmin, writer} {
 		w.tokens[sa] = strings.TrimSpace(kubectl(t, sys, "-n", tenantNS, "create", "token", sa, "--duration=1h"))
