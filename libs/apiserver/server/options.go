@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,11 @@ type Options struct {
 	MaxRequestBodyBytes int64
 	// HandlerOptions apply to every resource's handler.
 	HandlerOptions []rest.Option
+	// Missing, when set, is asked about a request for a resource the
+	// server does not serve before it answers 404: it may bring the
+	// server up to date (a CRD established through another replica
+	// moments ago) and return true to have the resource looked up again.
+	Missing func(ctx context.Context, gvr schema.GroupVersionResource) bool
 	// Logger receives what the server cannot tell a client; nil discards.
 	Logger *slog.Logger
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -52,7 +55,22 @@ type Registry struct {
 	terminating map[schema.GroupResource]bool
 	// changed wakes the loop that replaces the resources.
 	changed chan struct{}
+	// caughtUp is what Missing needs of the running registry; nil until
+	// Run starts.
+	caughtUp atomic.Pointer[follower]
 }
+
+// follower is the running registry's view of the CRDs.
+type follower struct {
+	api      Replacer
+	informer apiextensionsinformers.CustomResourceDefinitionInformer
+	// get reads one CRD from storage, consistently.
+	get func(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error)
+}
+
+// missingWait bounds how long a request for a resource this replica does
+// not serve waits for its watch of the CRDs to catch up with storage.
+const missingWait = time.Second
 
 // New returns a registry that declares the custom resources, and static
 // (crd's own resources).
@@ -69,8 +87,9 @@ func New(static []*resource.Resource, converters customresource.Converters, log 
 }
 
 // Run declares the custom resources of the CRDs of informer to api until
-// ctx ends. synced is called after the first declaration.
-func (r *Registry) Run(ctx context.Context, api Replacer, informer apiextensionsinformers.CustomResourceDefinitionInformer, synced func()) error {
+// ctx ends. synced is called after the first declaration; get reads a
+// CRD from storage for Missing.
+func (r *Registry) Run(ctx context.Context, api Replacer, informer apiextensionsinformers.CustomResourceDefinitionInformer, get func(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error), synced func()) error {
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.poke() },
 		UpdateFunc: func(any, any) { r.poke() },
@@ -81,6 +100,8 @@ func (r *Registry) Run(ctx context.Context, api Replacer, informer apiextensions
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		return nil
 	}
+	r.caughtUp.Store(&follower{api: api, informer: informer, get: get})
+	defer r.caughtUp.Store(nil)
 	r.poke()
 	first := true
 	for {
@@ -187,6 +208,52 @@ func (r *Registry) entry(crd *apiextensionsv1.CustomResourceDefinition) (*entry,
 func namesEqual(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {
 	return a.Plural == b.Plural && a.Singular == b.Singular && a.Kind == b.Kind && a.ListKind == b.ListKind &&
 		slices.Equal(a.ShortNames, b.ShortNames) && slices.Equal(a.Categories, b.Categories)
+}
+
+// Missing brings this replica up to date when a request names a custom
+// resource it does not serve: a CRD established through another replica
+// moments ago may not have reached this one's watch yet. It reads the
+// CRD the resource would belong to from storage and, when that CRD
+// serves the version, waits (up to a second) for the watch to catch up
+// and declares its resources at once. It reports whether it declared
+// anything.
+func (r *Registry) Missing(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	f := r.caughtUp.Load()
+	if f == nil || gvr.Group == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, missingWait)
+	defer cancel()
+	name := gvr.Resource + "." + gvr.Group
+	crd, err := f.get(ctx, name)
+	if err != nil || !apihelpers.HasServedCRDVersion(crd, gvr.Version) || crd.Status.AcceptedNames.Plural != gvr.Resource ||
+		!(apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted)) {
+		return false
+	}
+	want, err := strconv.ParseInt(crd.ResourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	for {
+		if cached, err := f.informer.Lister().Get(name); err == nil {
+			if have, err := strconv.ParseInt(cached.ResourceVersion, 10, 64); err == nil && have >= want {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	crds, err := f.informer.Lister().List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	if err := r.Sync(f.api, crds); err != nil {
+		r.log.Error("serve custom resources", "err", err)
+	}
+	return true
 }
 
 // Terminating is the admission that refuses creates of the custom

@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
+	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -151,5 +154,54 @@ func TestTerminatingRefusesCreates(t *testing.T) {
 	}
 	if !admission.Handles(rest.Create) || admission.Handles(rest.Update) {
 		t.Error("the terminating admission looks at other operations than create")
+	}
+}
+
+// TestMissingCatchesUp shows a replica asked for a custom resource it does
+// not serve yet, because its watch of the CRDs lags storage, serves it
+// once the watch catches up rather than answering 404; and a resource no
+// CRD defines stays missing.
+func TestMissingCatchesUp(t *testing.T) {
+	reg, s := newRegistry(t), &server{}
+	client := fake.NewSimpleClientset()
+	factory := apiextensionsinformers.NewSharedInformerFactory(client, 0)
+	informer := factory.Apiextensions().V1().CustomResourceDefinitions()
+	informer.Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	stored := widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established)
+	stored.ResourceVersion = "7"
+	get := func(_ context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+		if name != stored.Name {
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, name)
+		}
+		return stored, nil
+	}
+	synced := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- reg.Run(ctx, s, informer, get, func() { close(synced) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		factory.Shutdown()
+	})
+	<-synced
+	if reg.Missing(ctx, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}) {
+		t.Error("a resource no CRD defines was reported found")
+	}
+	// The watch delivers the CRD while the request waits.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), stored, metav1.CreateOptions{}); err != nil {
+			t.Errorf("create CRD: %v", err)
+		}
+	}()
+	if !reg.Missing(ctx, widgetsV1) {
+		t.Fatal("a resource of a CRD established in storage was not found once the watch caught up")
+	}
+	if s.find(widgetsV1) == nil {
+		t.Error("Missing reported the resource found but the server does not serve it")
 	}
 }

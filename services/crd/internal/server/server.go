@@ -10,9 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/dynamic"
@@ -97,7 +99,8 @@ func (s *Server) build() error {
 			rest.WithAdmission(lifecycle, reg.Terminating()),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout))),
 		},
-		Logger: s.log,
+		Missing: reg.Missing,
+		Logger:  s.log,
 	}
 	apiCfg, err := apiOpts.Config()
 	if err != nil {
@@ -127,7 +130,10 @@ func (s *Server) build() error {
 	s.Go("custom resources", func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
-		return reg.Run(ctx, api, informer, func() { s.synced.Store(true) })
+		get := func(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+			return loopback.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		}
+		return reg.Run(ctx, api, informer, get, func() { s.synced.Store(true) })
 	})
 
 	dyn, err := dynamic.NewForConfig(s.LoopbackConfig())
