@@ -148,9 +148,11 @@ func testDiscovery(t *testing.T, sys *harness.System) {
 		if err != nil {
 			t.Fatalf("kubectl api-versions: %v\n%s", err, errOut)
 		}
-		// Every group/version core serves, sorted as kubectl sorts them.
+		// Every group/version core and crd serve, sorted as kubectl
+		// sorts them.
 		want := []string{
 			"admissionregistration.k8s.io/v1",
+			"apiextensions.k8s.io/v1",
 			"apiregistration.k8s.io/v1",
 			"authentication.k8s.io/v1",
 			"authorization.k8s.io/v1",
@@ -188,6 +190,7 @@ func testDiscovery(t *testing.T, sys *harness.System) {
 			"clusterroles rbac.authorization.k8s.io/v1 false ClusterRole",
 			"leases coordination.k8s.io/v1 true Lease",
 			"apiservices apiregistration.k8s.io/v1 false APIService",
+			"customresourcedefinitions crd,crds apiextensions.k8s.io/v1 false CustomResourceDefinition",
 			"validatingwebhookconfigurations admissionregistration.k8s.io/v1 false ValidatingWebhookConfiguration",
 			"selfsubjectreviews authentication.k8s.io/v1 false SelfSubjectReview",
 			"tokenreviews authentication.k8s.io/v1 false TokenReview",
