@@ -32,6 +32,13 @@ type CreateOnUpdater interface {
 	AllowCreateOnUpdate() bool
 }
 
+// StatusValidator is implemented by strategies that validate an update
+// through /status by rules of its own, as kube's custom resources check
+// only their status there; others validate it as any update.
+type StatusValidator interface {
+	ValidateStatusUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+}
+
 // Kube truncates generateName so the random suffix keeps the name within
 // 63 characters.
 const (
@@ -165,7 +172,11 @@ func (h *Handler) prepareUpdate(ctx context.Context, obj, old runtime.Object, na
 	errs := genericvalidation.ValidateObjectMetaAccessor(m, h.r.Namespaced, h.nameFunc(), field.NewPath("metadata"))
 	errs = append(errs, genericvalidation.ValidateObjectMetaAccessorUpdate(m, om, field.NewPath("metadata"))...)
 	if h.r.Strategy != nil {
-		errs = append(errs, h.r.Strategy.ValidateUpdate(ctx, obj, old)...)
+		if sv, ok := h.r.Strategy.(StatusValidator); ok && subresource == "status" {
+			errs = append(errs, sv.ValidateStatusUpdate(ctx, obj, old)...)
+		} else {
+			errs = append(errs, h.r.Strategy.ValidateUpdate(ctx, obj, old)...)
+		}
 	}
 	if h.scale != nil {
 		errs = append(errs, h.scale.errors(obj, subresource)...)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/common"
 
 	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/rest"
 )
 
 // Strategy is kube's custom resource strategy for one version: writes
@@ -27,7 +28,10 @@ type Strategy struct {
 	v *version
 }
 
-var _ resource.Strategy = (*Strategy)(nil)
+var (
+	_ resource.Strategy    = (*Strategy)(nil)
+	_ rest.StatusValidator = (*Strategy)(nil)
+)
 
 // PrepareForCreate prunes and defaults a new object.
 func (s *Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
@@ -81,6 +85,34 @@ func (s *Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) 
 		return errs
 	}
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, s.v.structural, false)...)
+	if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, s.v.structural, ou.Object); len(oldErrs) == 0 {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, s.v.structural, u.Object)...)
+	}
+	return append(errs, s.celErrors(ctx, errs, u.Object, ou.Object, celOpts...)...)
+}
+
+// ValidateStatusUpdate checks an update through /status as kube does:
+// the status by its own schema, list types and CEL rules, with
+// ratcheting; the rest of the object is the stored one's.
+func (s *Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	u, ou := obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured)
+	if errs := s.typeMeta(u); len(errs) > 0 {
+		return errs
+	}
+	var opts []apiservervalidation.ValidationOption
+	var celOpts []cel.Option
+	if s.v.structural != nil {
+		correlated := common.NewCorrelatedObject(u.Object, ou.Object, &model.Structural{Structural: s.v.structural})
+		opts = append(opts, apiservervalidation.WithRatcheting(correlated.Key("status")))
+		celOpts = append(celOpts, cel.WithRatcheting(correlated))
+	}
+	var errs field.ErrorList
+	if status, ok := u.Object["status"]; ok && s.v.statusValidator != nil {
+		errs = apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, ou.Object["status"], s.v.statusValidator, opts...)
+	}
+	if s.v.structural == nil {
+		return errs
+	}
 	if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, s.v.structural, ou.Object); len(oldErrs) == 0 {
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, s.v.structural, u.Object)...)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/apiserver/rest"
 )
 
 // notChecked is kube's error when schema errors keep the CEL rules from
@@ -158,5 +159,34 @@ func TestValidateUpdate(t *testing.T) {
 				t.Errorf("errors:\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidateStatusUpdate checks an update through /status is held to
+// the rules of status, as kube's: a stored object whose embedded
+// resource's metadata is invalid (rules are not ratcheted there) may
+// still have its status updated, and the status schema applies.
+func TestValidateStatusUpdate(t *testing.T) {
+	r := widgetResources(t, widgetCRD(t))["v1"]
+	sv, ok := r.Strategy.(rest.StatusValidator)
+	if !ok {
+		t.Fatal("the custom resource strategy has no rules of its own for /status")
+	}
+	withStatus := func(spec, status string) string {
+		return `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":` + spec + `,"status":` + status + `}`
+	}
+	badEmbedded := `{"embedded":{"apiVersion":"v1","kind":"Thing","metadata":{"name":"a/b"}}}`
+	ctx := context.Background()
+	old := prepared(t, r, withStatus(badEmbedded, `{"ready":false}`))
+	if errs := r.Strategy.ValidateUpdate(ctx, prepared(t, r, withStatus(badEmbedded, `{"ready":true}`)), old); len(errs) == 0 {
+		t.Fatal("the invalid embedded metadata is not refused by a main update: the case shows nothing")
+	}
+	if errs := sv.ValidateStatusUpdate(ctx, prepared(t, r, withStatus(badEmbedded, `{"ready":true}`)), old); len(errs) != 0 {
+		t.Errorf("status update refused for what is outside status: %v", errorStrings(errs))
+	}
+	errs := sv.ValidateStatusUpdate(ctx, prepared(t, r, withStatus(badEmbedded, `{"ready":"yes"}`)), old)
+	want := []string{`status.ready: Invalid value: "string": ready in body must be of type boolean: "string"`, notChecked}
+	if got := errorStrings(errs); !slices.Equal(got, want) {
+		t.Errorf("status update with an invalid status: %q, want %q", got, want)
 	}
 }

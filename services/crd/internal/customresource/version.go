@@ -34,6 +34,9 @@ type version struct {
 	// nothing is pruned.
 	preserveUnknownFields bool
 	validator             apiservervalidation.SchemaValidator
+	// statusValidator validates status alone, for updates through
+	// /status; nil without a status schema.
+	statusValidator apiservervalidation.SchemaValidator
 	// cel validates x-kubernetes-validations; nil without rules.
 	cel *cel.Validator
 }
@@ -81,6 +84,13 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string, conv
 	}
 	if v.validator, _, err = apiservervalidation.NewSchemaValidator(props); err != nil {
 		return nil, fmt.Errorf("build the validator of version %s: %w", name, err)
+	}
+	if props != nil {
+		if status, ok := props.Properties["status"]; ok {
+			if v.statusValidator, _, err = apiservervalidation.NewSchemaValidator(&status); err != nil {
+				return nil, fmt.Errorf("build the status validator of version %s: %w", name, err)
+			}
+		}
 	}
 	return v, nil
 }
