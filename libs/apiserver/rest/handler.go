@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/apistatus"
@@ -86,12 +87,13 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	if err := h.route(info); err != nil {
 		return err
 	}
-	if len(h.r.Warnings) > 0 {
-		w := newWarnings(c)
-		for _, msg := range h.r.Warnings {
-			w.add(msg)
-		}
+	w := newWarnings(c)
+	for _, msg := range h.r.Warnings {
+		w.add(msg)
 	}
+	// Libraries a strategy calls warn through the context, as kube's CEL
+	// validation does of a rule failure that ratcheting let through.
+	c.SetRequest(c.Request().WithContext(warning.WithWarningRecorder(c.Request().Context(), w)))
 	if !h.r.Namespaced && info.Namespace != "" {
 		// Only /api/v1/namespaces/<name> gets here with a namespace:
 		// request info names the namespace itself as its namespace, as

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/warning"
 	"sigs.k8s.io/yaml"
 
 	"kplane.dev/libs/apiserver/requestinfo"
@@ -86,17 +87,26 @@ type warnings struct {
 
 func newWarnings(c echo.Context) *warnings { return &warnings{c: c, seen: map[string]bool{}} }
 
-// add sets one Warning header per distinct message in kube's form:
-// 299 - "message".
-func (w *warnings) add(msg string) {
-	if w.seen[msg] {
+var _ warning.Recorder = (*warnings)(nil)
+
+// AddWarning adds a warning a library reports through the request's
+// context; agent is "-" when empty, as kube's recorder.
+func (w *warnings) AddWarning(agent, text string) {
+	if agent == "" {
+		agent = "-"
+	}
+	if w.seen[text] {
 		return
 	}
-	w.seen[msg] = true
-	if hv, err := utilnet.NewWarningHeader(299, "-", msg); err == nil {
+	w.seen[text] = true
+	if hv, err := utilnet.NewWarningHeader(299, agent, text); err == nil {
 		w.c.Response().Header().Add("Warning", hv)
 	}
 }
+
+// add sets one Warning header per distinct message in kube's form:
+// 299 - "message".
+func (w *warnings) add(msg string) { w.AddWarning("-", msg) }
 
 // fieldValidation returns the directive of a write, Warn when unset as
 // kube's default.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/warning"
 
 	"kplane.dev/libs/apiserver/server"
 )
@@ -77,6 +81,30 @@ func TestRouting(t *testing.T) {
 			if got := resp.Header.Values("Warning"); len(got) != 1 || got[0] != `299 - "example.com/v1 Widget is deprecated"` {
 				t.Errorf("GET %s: Warning %q", path, got)
 			}
+		}
+		if err := f.srv.Replace(f.res); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("warnings a strategy reports through the context", func(t *testing.T) {
+		warned := *f.res[len(f.res)-1]
+		warned.Strategy = warningStrategy{}
+		if err := f.srv.Replace(append(f.res[:len(f.res)-1:len(f.res)-1], &warned)); err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodPost, f.url+"/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"warned"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Values("Warning"); resp.StatusCode != http.StatusCreated || len(got) != 1 || got[0] != `299 - "spec.size: ratcheted"` {
+			t.Errorf("create: %d, Warning %q", resp.StatusCode, got)
 		}
 		if err := f.srv.Replace(f.res); err != nil {
 			t.Fatal(err)
@@ -178,4 +206,18 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// warningStrategy warns through the request's context, as kube's CEL
+// validation does of a failure ratcheting lets through.
+type warningStrategy struct{}
+
+func (warningStrategy) PrepareForCreate(context.Context, runtime.Object)                 {}
+func (warningStrategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+func (warningStrategy) Validate(ctx context.Context, _ runtime.Object) field.ErrorList {
+	warning.AddWarning(ctx, "", "spec.size: ratcheted")
+	return nil
+}
+func (warningStrategy) ValidateUpdate(context.Context, runtime.Object, runtime.Object) field.ErrorList {
+	return nil
 }

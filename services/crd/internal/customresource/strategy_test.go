@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/warning"
 
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/rest"
@@ -188,5 +189,28 @@ func TestValidateStatusUpdate(t *testing.T) {
 	want := []string{`status.ready: Invalid value: "string": ready in body must be of type boolean: "string"`, notChecked}
 	if got := errorStrings(errs); !slices.Equal(got, want) {
 		t.Errorf("status update with an invalid status: %q, want %q", got, want)
+	}
+}
+
+// recorder keeps the warnings validation reports through the context.
+type recorder struct{ texts []string }
+
+func (r *recorder) AddWarning(_, text string) { r.texts = append(r.texts, text) }
+
+// TestRatchetingWarns checks that a rule failure ratcheting lets through
+// is reported as a warning, which the REST layer sends as a Warning
+// header, as kube does.
+func TestRatchetingWarns(t *testing.T) {
+	r := widgetResources(t, widgetCRD(t))["v1"]
+	rec := &recorder{}
+	ctx := warning.WithWarningRecorder(context.Background(), rec)
+	old := prepared(t, r, widget(`{"replicas":11}`))
+	obj := prepared(t, r, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns","labels":{"changed":"yes"}},"spec":{"replicas":11}}`)
+	if errs := r.Strategy.ValidateUpdate(ctx, obj, old); len(errs) != 0 {
+		t.Fatalf("ratcheted update refused: %v", errorStrings(errs))
+	}
+	want := []string{"spec.replicas: Forbidden: replicas must not exceed maxReplicas"}
+	if !slices.Equal(rec.texts, want) {
+		t.Errorf("warnings %q, want %q", rec.texts, want)
 	}
 }
