@@ -27,6 +27,9 @@ type documents struct {
 type groupVersion struct {
 	paths       map[string]spec.PathItem
 	definitions spec.Definitions
+	// v2 are the definitions of the v2 document, which differ from
+	// definitions for resources that declare V2Definitions.
+	v2 spec.Definitions
 }
 
 func build(resources []*resource.Resource, info *spec.Info) (*documents, error) {
@@ -43,14 +46,17 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 		}
 		gv, ok := gvs[key]
 		if !ok {
-			gv = &groupVersion{paths: map[string]spec.PathItem{}, definitions: spec.Definitions{}}
+			gv = &groupVersion{paths: map[string]spec.PathItem{}, definitions: spec.Definitions{}, v2: spec.Definitions{}}
 			gvs[key] = gv
 		}
 		names, own := kindDefinitions(r)
 		resourcePaths(gv.paths, r, names)
-		var declared map[string]*spec.Schema
+		var declared, declaredV2 map[string]*spec.Schema
 		if r.Schema != nil {
-			declared = r.Schema.Definitions
+			declared, declaredV2 = r.Schema.Definitions, r.Schema.Definitions
+			if r.Schema.V2Definitions != nil {
+				declaredV2 = r.Schema.V2Definitions
+			}
 		}
 		roots := []string{names.object, names.list, defStatus, defDeleteOptions, defWatchEvent, defPatch}
 		if !r.Stored() {
@@ -61,9 +67,14 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 		if err := collect(gv.definitions, roots, own, declared, common); err != nil {
 			return nil, fmt.Errorf("collect definitions of %s: %w", r.GroupResource(), err)
 		}
+		if err := collect(gv.v2, roots, own, declaredV2, common); err != nil {
+			return nil, fmt.Errorf("collect v2 definitions of %s: %w", r.GroupResource(), err)
+		}
 		if r.Subresources.Scale != nil {
-			if err := collect(gv.definitions, []string{defScale}, common); err != nil {
-				return nil, fmt.Errorf("collect definitions of %s/scale: %w", r.GroupResource(), err)
+			for _, defs := range []spec.Definitions{gv.definitions, gv.v2} {
+				if err := collect(defs, []string{defScale}, common); err != nil {
+					return nil, fmt.Errorf("collect definitions of %s/scale: %w", r.GroupResource(), err)
+				}
 			}
 		}
 		for _, a := range r.Subresources.Actions {
@@ -72,6 +83,9 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 			}
 			if err := collect(gv.definitions, []string{a.Schema.Ref}, a.Schema.Definitions, common); err != nil {
 				return nil, fmt.Errorf("collect definitions of %s/%s: %w", r.GroupResource(), a.Name, err)
+			}
+			if err := collect(gv.v2, []string{a.Schema.Ref}, a.Schema.Definitions, common); err != nil {
+				return nil, fmt.Errorf("collect v2 definitions of %s/%s: %w", r.GroupResource(), a.Name, err)
 			}
 		}
 	}
@@ -88,7 +102,7 @@ func build(resources []*resource.Resource, info *spec.Info) (*documents, error) 
 		for p, item := range gv.paths {
 			d.v2.Paths.Paths[p] = item
 		}
-		for name, def := range gv.definitions {
+		for name, def := range gv.v2 {
 			d.v2.Definitions[name] = def
 		}
 	}

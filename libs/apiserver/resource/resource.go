@@ -169,6 +169,11 @@ type Schema struct {
 	// x-kubernetes-group-version-kind extension. Resources of one API
 	// package share one map.
 	Definitions map[string]*spec.Schema
+	// V2Definitions, when set, are published in the OpenAPI v2 document
+	// instead of Definitions: a custom resource's v2 form drops what
+	// kubectl's v2 reader cannot handle, while v3 and server-side apply
+	// keep the full schema.
+	V2Definitions map[string]*spec.Schema
 	// OtherVersions names the definitions, in Definitions, of the kind in
 	// its other versions: managedFields entries recorded through another
 	// version are read with them.

@@ -1,7 +1,6 @@
 package customresource
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,11 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubeversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/util/jsonpath"
-	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/objects"
-	"kplane.dev/libs/apiserver/openapi/builtin"
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/storage"
 )
@@ -203,46 +200,6 @@ func openAPISchemas(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*
 	return out, nil
 }
 
-// openAPISchema is the version's schema as an OpenAPI definition of its
-// kind, with apiVersion, kind and metadata typed as kube's published
-// schemas type them, and the built-in definitions it refers to; nil
-// without a schema, which the OpenAPI documents take as any object.
-func openAPISchema(crd *apiextensionsv1.CustomResourceDefinition, version string, gvk schema.GroupVersionKind) (*resource.Schema, error) {
-	val, err := apihelpers.GetSchemaForVersion(crd, version)
-	if err != nil {
-		return nil, err
-	}
-	if val == nil || val.OpenAPIV3Schema == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(val.OpenAPIV3Schema)
-	if err != nil {
-		return nil, fmt.Errorf("encode the schema of version %s: %w", version, err)
-	}
-	s := &spec.Schema{}
-	if err := json.Unmarshal(data, s); err != nil {
-		return nil, fmt.Errorf("read the schema of version %s as OpenAPI: %w", version, err)
-	}
-	if s.Properties == nil {
-		s.Properties = map[string]spec.Schema{}
-	}
-	s.Properties["apiVersion"] = *spec.StringProperty().WithDescription("APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources")
-	s.Properties["kind"] = *spec.StringProperty().WithDescription("Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds")
-	s.Properties["metadata"] = *spec.RefSchema("#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").WithDescription("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
-	s.Type = spec.StringOrArray{"object"}
-	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
-	common, err := builtin.Definitions()
-	if err != nil {
-		return nil, fmt.Errorf("load built-in definitions: %w", err)
-	}
-	ref := definitionName(gvk)
-	defs := make(map[string]*spec.Schema, len(common)+1)
-	for name, d := range common {
-		defs[name] = d
-	}
-	defs[ref] = s
-	return &resource.Schema{Ref: ref, Definitions: defs}, nil
-}
 
 // definitionName is kube's definition name of a kind without a Go type:
 // the group reversed, then version and kind (com.example.v1.Widget).
