@@ -200,7 +200,6 @@ func openAPISchemas(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*
 	return out, nil
 }
 
-
 // definitionName is kube's definition name of a kind without a Go type:
 // the group reversed, then version and kind (com.example.v1.Widget).
 func definitionName(gvk schema.GroupVersionKind) string {
