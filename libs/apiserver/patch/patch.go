@@ -256,9 +256,19 @@ func validateBody(patchType types.PatchType, body []byte) error {
 	return nil
 }
 
+// encode writes current as JSON in its own version. The resource's codec
+// writes what is stored, which for a custom resource served in another
+// version than its storage version is another version.
+func (p *Patcher) encode(current runtime.Object) ([]byte, error) {
+	if u, ok := current.(runtime.Unstructured); ok {
+		return json.Marshal(u.UnstructuredContent())
+	}
+	return p.objects.Encode(current)
+}
+
 // jsonPatch applies a JSON patch or a JSON merge patch to the object's JSON.
 func (p *Patcher) jsonPatch(current runtime.Object, patchType types.PatchType, body []byte, directive string) (runtime.Object, []error, error) {
-	currentJSON, err := p.objects.Encode(current)
+	currentJSON, err := p.encode(current)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode %s to patch it: %w", p.gvk.Kind, err))
 	}

@@ -1,14 +1,17 @@
 package patch_test
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"kplane.dev/libs/apiserver/objects"
+	"kplane.dev/libs/apiserver/patch"
 	"kplane.dev/libs/apiserver/resource"
 )
 
@@ -87,5 +90,39 @@ func TestUpdateThroughAnotherVersion(t *testing.T) {
 		if e == nil || e.APIVersion != tt.apiVersion || string(e.FieldsV1.Raw) != tt.fields {
 			t.Errorf("managedFields = %s, want %s's entry in %s of %s", managers(entries), tt.manager, tt.apiVersion, tt.fields)
 		}
+	}
+}
+
+// storedInV1 are versionedWidgets whose storage codec writes v1, as a
+// CRD's storage version: what a patch applies to must not go through it.
+type storedInV1 struct{ versionedWidgets }
+
+func (s storedInV1) Encode(obj runtime.Object) ([]byte, error) {
+	v1, err := s.ConvertToVersion(obj.DeepCopyObject(), schema.GroupVersion{Group: "example.com", Version: "v1"})
+	if err != nil {
+		return nil, err
+	}
+	return s.versionedWidgets.Encode(v1)
+}
+
+// A merge patch through a version other than the storage version applies
+// to the object in that version.
+func TestPatchThroughAServedVersion(t *testing.T) {
+	r := versionedWidgetsIn("v2")
+	r.Objects = storedInV1{versionedWidgets{objects.NewUnstructured(widgetGVK.GroupKind().WithVersion("v2"), "WidgetList")}}
+	p := newPatcher(t, r)
+	current := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v2",
+		"kind":       "Widget",
+		"metadata":   map[string]any{"name": "w", "namespace": "ns", "uid": "uid-w", "resourceVersion": "7"},
+		"spec":       map[string]any{"replicas": int64(3)},
+	}}
+	out, err := p.Patch(context.Background(), current, types.MergePatchType, []byte(`{"metadata":{"finalizers":["a/b"]}}`), patch.Options{Name: "w", FieldManager: "m"})
+	if err != nil {
+		t.Fatalf("merge patch through v2: %v", err)
+	}
+	u := out.(*unstructured.Unstructured)
+	if got, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); u.GetAPIVersion() != "example.com/v2" || got != 3 || len(u.GetFinalizers()) != 1 {
+		t.Errorf("patched = %v, want the v2 object with its finalizer", u.Object)
 	}
 }

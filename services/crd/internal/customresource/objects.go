@@ -67,7 +67,10 @@ func (o *Objects) Decode(data []byte) (runtime.Object, error) {
 // ConvertToVersion converts obj to version gv of the CRD, as the field
 // managers do to read managedFields entries recorded through gv.
 func (o *Objects) ConvertToVersion(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
-	out, err := o.v.converter.ConvertToVersion(obj, gv)
+	// kube's converter rewrites its input in place (conversion None
+	// sets the apiVersion), and obj is the caller's, such as the stored
+	// object a patch applies to.
+	out, err := o.v.converter.ConvertToVersion(obj.DeepCopyObject(), gv)
 	if err != nil {
 		return nil, fmt.Errorf("convert %s to %s: %w", obj.GetObjectKind().GroupVersionKind(), gv, err)
 	}
