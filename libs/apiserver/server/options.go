@@ -50,6 +50,10 @@ type Options struct {
 	MaxRequestBodyBytes int64
 	// HandlerOptions apply to every resource's handler.
 	HandlerOptions []rest.Option
+	// Unserved answers a resource request for a resource the server
+	// does not serve when it returns an error; nil, or a nil return, is
+	// 404.
+	Unserved func(schema.GroupVersionResource) error
 	// Logger receives what the server cannot tell a client; nil discards.
 	Logger *slog.Logger
 }

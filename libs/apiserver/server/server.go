@@ -249,6 +249,11 @@ func (s *Server) serveResource(c echo.Context) error {
 	}
 	b := (*s.table.Load())[info.GroupVersionResource()]
 	if b == nil {
+		if s.opts.Unserved != nil {
+			if err := s.opts.Unserved(info.GroupVersionResource()); err != nil {
+				return err
+			}
+		}
 		return echo.ErrNotFound
 	}
 	if err := s.readBody(c); err != nil {

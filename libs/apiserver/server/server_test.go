@@ -3,15 +3,21 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/server"
+	"kplane.dev/libs/storage"
 )
 
 func TestRouting(t *testing.T) {
@@ -136,5 +142,47 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want %d errors", errs, tc.errs)
 			}
 		})
+	}
+}
+
+// TestUnserved answers requests for resources the server does not serve
+// with what Options.Unserved says, Retry-After included, and with 404
+// when it says nothing.
+func TestUnserved(t *testing.T) {
+	opts := server.Options{
+		Stores: func(*resource.Resource) (storage.Interface, storage.Keys, error) {
+			return nil, storage.Keys{}, errors.New("no resource is served")
+		},
+		Unserved: func(gvr schema.GroupVersionResource) error {
+			if gvr.Group != "later.example.com" {
+				return nil
+			}
+			err := apierrors.NewServiceUnavailable("not yet")
+			err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 2}
+			return err
+		},
+	}
+	cfg, err := opts.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	for _, tc := range []struct {
+		path       string
+		code       int
+		retryAfter string
+	}{
+		{path: "/apis/later.example.com/v1/namespaces/ns/things", code: 503, retryAfter: "2"},
+		{path: "/apis/nope.example.com/v1/namespaces/ns/things", code: 404},
+	} {
+		resp, body := get(t, hs.URL+tc.path, "")
+		if resp.StatusCode != tc.code || resp.Header.Get("Retry-After") != tc.retryAfter {
+			t.Errorf("GET %s = %d with Retry-After %q, want %d with %q: %s", tc.path, resp.StatusCode, resp.Header.Get("Retry-After"), tc.code, tc.retryAfter, body)
+		}
 	}
 }
