@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -625,9 +627,9 @@ func thingIteration(ctx context.Context, w *thingWriter, prefix string, k int, r
 type followed struct {
 	mu      sync.Mutex
 	changes []change
-	// ends counts the watches that ended, each opened again from the
-	// last resourceVersion seen.
-	ends int
+	// opened counts the watches the server accepted; ends counts those
+	// that ended, each opened again from the last resourceVersion seen.
+	opened, ends int
 	// failures are error events and refused watches other than the
 	// gateway's 503 for an unreachable replica.
 	failures []string
@@ -663,6 +665,9 @@ func follow(ctx context.Context, res dynamic.ResourceInterface, rv string, f *fo
 			}
 			continue
 		}
+		f.mu.Lock()
+		f.opened++
+		f.mu.Unlock()
 		for e := range w.ResultChan() {
 			if e.Type == watch.Error {
 				f.mu.Lock()
@@ -731,6 +736,21 @@ func TestCRDWatchResumesAfterReplicaDies(t *testing.T) {
 		client := dynamicClient(t, sys.RESTConfig(t)).Resource(thingsGVR).Namespace(namespace)
 		wg.Go(func() { follow(watchCtx, client, start.GetResourceVersion(), seen[i]) })
 	}
+	// Every watch is open before the first kill, so that each dies with
+	// one replica or the other.
+	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
+		for i, f := range seen {
+			f.mu.Lock()
+			opened := f.opened
+			f.mu.Unlock()
+			if opened == 0 {
+				return fmt.Errorf("watcher %d is not open yet", i)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	var resent atomic.Int64
 	w := newThingWriter(dynamicClient(t, sys.RESTConfig(t)), namespace, backendUnreachable, &resent)
@@ -798,4 +818,74 @@ func diffChanges(want, got []change) string {
 		return fmt.Sprintf("saw %d changes, want %d", len(got), len(want))
 	}
 	return ""
+}
+
+// TestCRDWatchResumesOnRestartedReplica resumes a watch on a crd replica
+// that started after the watch's resourceVersion: the restarted replica's
+// watch cache begins at a newer revision, but etcd compacted nothing, so
+// the watch goes on from where it was (no 410, no relist) and sees the
+// next change.
+func TestCRDWatchResumesOnRestartedReplica(t *testing.T) {
+	const namespace = "default"
+	sys := harness.Start(t)
+	ctx := context.Background()
+	createThingsCRD(t, sys, 1)
+	cfg := sys.RESTConfig(t)
+	var resent atomic.Int64
+	w := newThingWriter(dynamicClient(t, cfg), namespace, backendUnreachable, &resent)
+	if err := w.create(ctx, "before", "0"); err != nil {
+		t.Fatal(err)
+	}
+
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopWatching()
+	seen := &followed{}
+	wg.Go(func() { follow(watchCtx, w.res, w.acked["before"], seen) })
+	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		if seen.opened == 0 {
+			return errors.New("the watch is not open yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	pid := sys.PID(t, "crd")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill crd (pid %d): %v", pid, err)
+	}
+	// A write elsewhere while crd is down: the restarted replica's cache
+	// of things starts after the watch's resourceVersion.
+	cms := clientset(t, cfg).CoreV1().ConfigMaps(namespace)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "while-crd-is-down"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sys.WaitReplaced(t, "crd", pid)
+	if err := w.update(ctx, "before", "1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []change{{typ: watch.Modified, name: "before", rv: w.acked["before"]}}
+	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
+		changes, _, failures := seen.snapshot()
+		if len(failures) > 0 || len(changes) >= len(want) {
+			return nil
+		}
+		return fmt.Errorf("the watch saw %d changes, want %d", len(changes), len(want))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	changes, ends, failures := seen.snapshot()
+	if len(failures) > 0 {
+		t.Errorf("%d failures, first: %s", len(failures), strings.Join(failures[:min(len(failures), 5)], "; "))
+	}
+	if ends == 0 {
+		t.Error("the watch did not end when crd was killed")
+	}
+	if d := diffChanges(want, changes); d != "" {
+		t.Error(d)
+	}
 }
