@@ -362,6 +362,42 @@ func (l *load) finish() error {
 	return <-l.done
 }
 
+// thingsView is the state an informer's event handler builds from its
+// notifications alone.
+type thingsView struct {
+	mu     sync.Mutex
+	things things
+}
+
+func (v *thingsView) OnAdd(obj any, _ bool) { v.set(obj) }
+func (v *thingsView) OnUpdate(_, obj any)   { v.set(obj) }
+
+func (v *thingsView) OnDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.things, obj.(*unstructured.Unstructured).GetName())
+}
+
+func (v *thingsView) set(obj any) {
+	u := obj.(*unstructured.Unstructured)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.things[u.GetName()] = thingState{rv: u.GetResourceVersion(), value: thingValue(u)}
+}
+
+func (v *thingsView) snapshot() things {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(things, len(v.things))
+	for k, s := range v.things {
+		out[k] = s
+	}
+	return out
+}
+
 // classicDynamic is a dynamic client whose informers list, then watch:
 // client-go turns its watch-list mode (sendInitialEvents) off for a client
 // that says it does not support it.
@@ -411,7 +447,8 @@ func (l *requestLog) counts() (watchLists, lists int) {
 // and deletes custom resources and the crd process is terminated, then
 // killed, under them. At the end each informer's cache equals a fresh
 // list (names, resourceVersions and spec), which equals the writer's
-// acknowledged writes.
+// acknowledged writes, and so does the state its event handler built from
+// notifications alone: no event was missed.
 func TestCRDInformerSurvivesRestarts(t *testing.T) {
 	const (
 		namespace = "default"
@@ -425,6 +462,7 @@ func TestCRDInformerSurvivesRestarts(t *testing.T) {
 		mode     string
 		log      *requestLog
 		informer cache.SharedIndexInformer
+		seen     *thingsView
 	}
 	var all []informed
 	var factories []dynamicinformer.DynamicSharedInformerFactory
@@ -446,9 +484,13 @@ func TestCRDInformerSurvivesRestarts(t *testing.T) {
 		}
 		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
 		informer := factory.ForResource(thingsGVR).Informer()
+		seen := &thingsView{things: things{}}
+		if _, err := informer.AddEventHandler(seen); err != nil {
+			t.Fatalf("add event handler: %v", err)
+		}
 		factory.Start(stop)
 		factories = append(factories, factory)
-		all = append(all, informed{mode: mode, log: log, informer: informer})
+		all = append(all, informed{mode: mode, log: log, informer: informer, seen: seen})
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
@@ -503,6 +545,9 @@ func TestCRDInformerSurvivesRestarts(t *testing.T) {
 		for _, i := range all {
 			if d := fresh.diff(thingsOf(i.informer.GetStore().List())); d != "" {
 				return fmt.Errorf("%s informer's cache differs from a fresh list: %s", i.mode, d)
+			}
+			if d := fresh.diff(i.seen.snapshot()); d != "" {
+				return fmt.Errorf("%s informer's event handler's view differs from a fresh list: %s", i.mode, d)
 			}
 		}
 		return nil
