@@ -31,23 +31,24 @@ func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 // the middle is one the client never decodes and gets again.
 func ForwardWatch(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
 	forward(w, r, rt, u, log, func(resp *http.Response) error {
-		resp.Body = &endingBody{ReadCloser: resp.Body, method: r.Method, path: r.URL.Path, log: log}
+		resp.Body = &endingBody{ReadCloser: resp.Body, r: r, log: log}
 		return nil
 	})
 }
 
 // endingBody ends a backend's answer at its first read error, which it
-// logs.
+// logs, while the client of r is there; a client that went away needs no
+// ending, and its watch is not the backend's failure.
 type endingBody struct {
 	io.ReadCloser
-	method, path string
-	log          *slog.Logger
+	r   *http.Request
+	log *slog.Logger
 }
 
 func (b *endingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.log.Info("backend failed mid-watch, ending the watch", "method", b.method, "path", b.path, "err", err)
+	if err != nil && err != io.EOF && b.r.Context().Err() == nil {
+		b.log.Info("backend failed mid-watch, ending the watch", "path", b.r.URL.Path, "err", err)
 		err = io.EOF
 	}
 	return n, err
