@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,6 +127,11 @@ func WriteHTTP(w http.ResponseWriter, err error) error {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// As kube-apiserver's: client-go sends a request again by itself,
+	// whatever its verb, only when the answer carries Retry-After.
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
 	w.WriteHeader(int(st.Code))
 	if _, werr := w.Write(append(body, '\n')); werr != nil {
 		return fmt.Errorf("write status: %w", werr)

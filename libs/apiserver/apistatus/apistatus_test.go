@@ -125,3 +125,25 @@ func TestNoRouteIsKubesBody(t *testing.T) {
 		t.Errorf("body\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestWriteHTTPSetsRetryAfter sets the header client-go needs to send a
+// request again by itself, from the Status's details, as kube-apiserver
+// does.
+func TestWriteHTTPSetsRetryAfter(t *testing.T) {
+	err := apierrors.NewServiceUnavailable("not yet")
+	err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 3}
+	rec := httptest.NewRecorder()
+	if werr := apistatus.WriteHTTP(rec, err); werr != nil {
+		t.Fatal(werr)
+	}
+	if got := rec.Header().Get("Retry-After"); got != "3" {
+		t.Errorf("Retry-After %q, want 3", got)
+	}
+	rec = httptest.NewRecorder()
+	if werr := apistatus.WriteHTTP(rec, apierrors.NewServiceUnavailable("down")); werr != nil {
+		t.Fatal(werr)
+	}
+	if got := rec.Header().Get("Retry-After"); got != "" {
+		t.Errorf("Retry-After %q without RetryAfterSeconds, want none", got)
+	}
+}

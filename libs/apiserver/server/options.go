@@ -52,10 +52,12 @@ type Options struct {
 	// HandlerOptions apply to every resource's handler.
 	HandlerOptions []rest.Option
 	// Missing, when set, is asked about a request for a resource the
-	// server does not serve before it answers 404: it may bring the
+	// server does not serve before it answers 404. It may bring the
 	// server up to date (a CRD established through another replica
-	// moments ago) and return true to have the resource looked up again.
-	Missing func(ctx context.Context, gvr schema.GroupVersionResource) bool
+	// moments ago) and return true to have the resource looked up again,
+	// or return the error to answer instead (503 with Retry-After while
+	// the server has not yet learnt what it serves).
+	Missing func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
 	// Logger receives what the server cannot tell a client; nil discards.
 	Logger *slog.Logger
 }

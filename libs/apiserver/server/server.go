@@ -255,8 +255,14 @@ func (s *Server) serveResource(c echo.Context) error {
 		return nil
 	}
 	b := (*s.table.Load())[info.GroupVersionResource()]
-	if b == nil && s.opts.Missing != nil && s.opts.Missing(req.Context(), info.GroupVersionResource()) {
-		b = (*s.table.Load())[info.GroupVersionResource()]
+	if b == nil && s.opts.Missing != nil {
+		found, err := s.opts.Missing(req.Context(), info.GroupVersionResource())
+		if err != nil {
+			return err
+		}
+		if found {
+			b = (*s.table.Load())[info.GroupVersionResource()]
+		}
 	}
 	if b == nil {
 		return echo.ErrNotFound

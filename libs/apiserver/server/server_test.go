@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/server"
+	"kplane.dev/libs/storage"
 )
 
 func TestRouting(t *testing.T) {
@@ -220,4 +226,46 @@ func (warningStrategy) Validate(ctx context.Context, _ runtime.Object) field.Err
 }
 func (warningStrategy) ValidateUpdate(context.Context, runtime.Object, runtime.Object) field.ErrorList {
 	return nil
+}
+
+// TestMissing answers requests for resources the server does not serve
+// with what Options.Missing says, Retry-After included, and with 404
+// when it says nothing.
+func TestMissing(t *testing.T) {
+	opts := server.Options{
+		Stores: func(*resource.Resource) (storage.Interface, storage.Keys, error) {
+			return nil, storage.Keys{}, errors.New("no resource is served")
+		},
+		Missing: func(_ context.Context, gvr schema.GroupVersionResource) (bool, error) {
+			if gvr.Group != "later.example.com" {
+				return false, nil
+			}
+			err := apierrors.NewServiceUnavailable("not yet")
+			err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 2}
+			return false, err
+		},
+	}
+	cfg, err := opts.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	for _, tc := range []struct {
+		path       string
+		code       int
+		retryAfter string
+	}{
+		{path: "/apis/later.example.com/v1/namespaces/ns/things", code: 503, retryAfter: "2"},
+		{path: "/apis/nope.example.com/v1/namespaces/ns/things", code: 404},
+	} {
+		resp, body := get(t, hs.URL+tc.path, "")
+		if resp.StatusCode != tc.code || resp.Header.Get("Retry-After") != tc.retryAfter {
+			t.Errorf("GET %s = %d with Retry-After %q, want %d with %q: %s", tc.path, resp.StatusCode, resp.Header.Get("Retry-After"), tc.code, tc.retryAfter, body)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/etcd3"
 )
 
 func TestReadsAtZeroAreServedFromMemory(t *testing.T) {
@@ -360,5 +361,45 @@ func TestSurvivesAnEtcdRestart(t *testing.T) {
 	}
 	if len(res.Items) != 2 || res.ResourceVersion < rvA2 {
 		t.Fatalf("consistent list after restart = %d items at %d, want 2 at %d or later", len(res.Items), res.ResourceVersion, rvA2)
+	}
+}
+
+// A cache that listed after a revision and dropped nothing since, as a
+// restarted replica's under a client that watched another replica, never
+// held that revision: a watch from it is served by etcd with every change
+// since, and expires only once etcd compacted it.
+func TestWatchFromBeforeTheCacheListedIsServedByEtcd(t *testing.T) {
+	f := newFixture(t, nil)
+	from := f.create("ns", "a", nil, "1")
+	rvB := f.create("ns", "b", nil, "1")
+	rvA := f.update("ns", "a", nil, "2")
+	late := *f
+	late.cacher = runCacher(t, &spyStore{Store: etcd3.New(f.client, f.objs, f.objs.New)}, f.objs.New, f.keys.Prefix())
+	late.synced(rvA)
+	w := late.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(from, 10)})
+	rvDel := f.delete("ns", "b")
+	expect(t, w,
+		got{watch.Added, "b", "1", rvB},
+		got{watch.Modified, "a", "2", rvA},
+		got{watch.Deleted, "b", "1", rvDel},
+	)
+
+	if _, err := f.client.Compact(f.ctx, rvA, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	w, err := late.cacher.Watch(f.ctx, f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(from, 10)})
+	if err != nil {
+		if !storage.IsExpired(err) {
+			t.Fatalf("watch from the compacted %d: %v, want expired", from, err)
+		}
+		return
+	}
+	defer w.Stop()
+	evs := expectClosed(t, w)
+	if len(evs) != 1 || evs[0].Type != watch.Error {
+		t.Fatalf("watch from the compacted %d delivered %v, want one error", from, evs)
+	}
+	if st, ok := evs[0].Object.(*metav1.Status); !ok || st.Code != 410 {
+		t.Fatalf("error event = %#v, want 410", evs[0].Object)
 	}
 }

@@ -40,8 +40,11 @@ type state struct {
 	// floor is the oldest revision a watch can start after: every event
 	// newer than it is still in the ring.
 	floor int64
-	rv    int64
-	ready bool
+	// listed is the revision of the last list; floor is still listed
+	// when no event was dropped since, nor anything compacted.
+	listed int64
+	rv     int64
+	ready  bool
 	// advanced is closed and replaced whenever rv or ready changes, so
 	// waiters can select on it together with a deadline.
 	advanced chan struct{}
@@ -152,6 +155,7 @@ func (s *state) replace(items []entry, rv int64) {
 	}
 	s.first, s.count = 0, 0
 	s.floor = rv
+	s.listed = rv
 	s.rv = rv
 	s.ready = true
 	s.signal()

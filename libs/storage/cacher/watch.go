@@ -18,7 +18,8 @@ import (
 )
 
 // Watch serves a watch from the cache. "N" replays the held events after N
-// (410 Expired when they are no longer all held) and follows on; "" and "0"
+// (410 Expired when some were dropped; from etcd when the cache listed
+// after N and dropped nothing) and follows on; "" and "0"
 // start with the current state as ADDED events ("" once the cache has
 // caught up with etcd); SendInitialEvents ends the initial events with an
 // annotated BOOKMARK.
@@ -88,8 +89,19 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 	case opts.ResourceVersion != "":
 		events, ok := c.st.since(from, prefix)
 		if !ok {
-			floor := c.st.floor
+			floor, before := c.st.floor, c.st.floor == c.st.listed
 			c.mu.Unlock()
+			if before {
+				// The cache listed after from and has dropped nothing
+				// since: from did not expire here, the cache started
+				// later, as a restarted replica's does under a client
+				// that watched another. etcd still holds it unless
+				// compacted, and answers 410 only then. A revision the
+				// cache held and dropped gets 410 from the cache, as
+				// kube-apiserver's, so a client that fell behind lists
+				// again instead of replaying from etcd.
+				return c.store.Watch(ctx, prefix, opts)
+			}
 			return expiredWatch(from, floor), nil
 		}
 		w.initial = events

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -488,13 +489,48 @@ func freePorts(t testing.TB, sizes []int) []int {
 	return ports
 }
 
-// freeBlock listens on n consecutive ports, the first chosen by the
-// kernel; it tries again from another when a following port is taken.
+// Ports are chosen below the kernel's ephemeral range (Linux's default
+// starts at 32768). A port from that range, free while a killed process is
+// down, may meanwhile become the source port of a connection (the
+// gateway's own dial to the dead replica can even connect to itself) or
+// the port the kernel hands another test's listener, and the restarted
+// process then fails with "address already in use".
+const (
+	lowestPort    = 10000
+	ephemeralFile = "/proc/sys/net/ipv4/ip_local_port_range"
+)
+
+// portCeiling is the first port of the kernel's ephemeral range, or 0 when
+// it is unknown or leaves too few ports below it, and the kernel picks.
+func portCeiling() int {
+	b, err := os.ReadFile(ephemeralFile)
+	if err != nil {
+		return 0
+	}
+	low, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\t")
+	p, err := strconv.Atoi(strings.TrimSpace(low))
+	if err != nil || p < lowestPort+1000 {
+		return 0
+	}
+	return p
+}
+
+// freeBlock listens on n consecutive ports, the first chosen at random
+// below the ephemeral range (by the kernel when there is none); it tries
+// again from another when a following port is taken.
 func freeBlock(n int) ([]net.Listener, error) {
 	const attempts = 100
+	ceiling := portCeiling()
 	for range attempts {
-		first, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if ceiling > 0 {
+			addr = "127.0.0.1:" + strconv.Itoa(lowestPort+rand.IntN(ceiling-lowestPort-n))
+		}
+		first, err := net.Listen("tcp", addr)
 		if err != nil {
+			if ceiling > 0 {
+				continue
+			}
 			return nil, err
 		}
 		block := []net.Listener{first}

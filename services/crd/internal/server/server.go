@@ -14,8 +14,10 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -99,7 +101,7 @@ func (s *Server) build() error {
 			rest.WithAdmission(lifecycle, reg.Terminating()),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout))),
 		},
-		Missing: reg.Missing,
+		Missing: s.missing(reg),
 		Logger:  s.log,
 	}
 	apiCfg, err := apiOpts.Config()
@@ -165,6 +167,30 @@ func (s *Server) build() error {
 	apiServices := controllers.NewAPIServices(informer, agg.ApiregistrationV1().APIServices(), s.log)
 	s.Lead("crd registration", func(ctx context.Context, _ election.Term) error { return apiServices.Run(ctx) })
 	return nil
+}
+
+// notSyncedRetry is how long a client waits before it sends again a
+// request for a custom resource that came before the replica served the
+// CRDs.
+const notSyncedRetry = 1
+
+// missing answers a request for a resource this replica does not serve.
+// Before the replica serves the CRDs it found at start, the resource may
+// well be a custom resource it is about to serve: the gateway sends to a
+// replica as soon as it accepts connections, so a restarted replica
+// would otherwise deny existing custom resources with 404. It answers
+// kube's 503 for an unsynced CRD handler instead, with Retry-After so
+// that clients send the request again by themselves. Afterwards the
+// registry catches up with a CRD established through another replica.
+func (s *Server) missing(reg *registry.Registry) func(context.Context, schema.GroupVersionResource) (bool, error) {
+	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+		if !s.synced.Load() {
+			err := apierrors.NewServiceUnavailable("the CustomResourceDefinitions are not yet served")
+			err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: notSyncedRetry}
+			return false, err
+		}
+		return reg.Missing(ctx, gvr), nil
+	}
 }
 
 // namespaceLifecycle keeps custom resources out of namespaces that do not

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -15,9 +16,47 @@ import (
 
 // Forward sends r to the backend behind rt as user u and streams the
 // answer to w. A backend that cannot be reached is a 503 Status, as
-// kube-aggregator answers.
+// kube-aggregator answers; one that fails mid-answer aborts it, so that
+// the client does not take a truncated body for a whole one.
 func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
+	forward(w, r, rt, u, log, nil)
+}
+
+// ForwardWatch is Forward for a watch: when the backend fails after its
+// answer began (the replica died), the client's stream ends as a finished
+// response, as a watch the server closes does, instead of being aborted.
+// client-go then opens the watch again from the last resourceVersion it
+// saw; an aborted stream would reach it as an error event first. A watch
+// is a sequence of events, so a clean end loses nothing: an event cut in
+// the middle is one the client never decodes and gets again.
+func ForwardWatch(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
+	forward(w, r, rt, u, log, func(resp *http.Response) error {
+		resp.Body = &endingBody{ReadCloser: resp.Body, r: r, log: log}
+		return nil
+	})
+}
+
+// endingBody ends a backend's answer at its first read error, which it
+// logs, while the client of r is there; a client that went away needs no
+// ending, and its watch is not the backend's failure.
+type endingBody struct {
+	io.ReadCloser
+	r   *http.Request
+	log *slog.Logger
+}
+
+func (b *endingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.r.Context().Err() == nil {
+		b.log.Info("backend failed mid-watch, ending the watch", "path", b.r.URL.Path, "err", err)
+		err = io.EOF
+	}
+	return n, err
+}
+
+func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger, modify func(*http.Response) error) {
 	rp := &httputil.ReverseProxy{
+		ModifyResponse: modify,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The Transport picks the replica; the URL only has to be
 			// well formed.

@@ -343,8 +343,13 @@ func (s *Server) route(c echo.Context) error {
 		}
 		backend = rt.Backend
 	}
-	if filters.LongRunning(requestInfo(c)) {
+	info := requestInfo(c)
+	if filters.LongRunning(info) {
 		defer s.finishOnShutdown(r.Context())
+	}
+	if info.Verb == "watch" {
+		proxy.ForwardWatch(c.Response(), r, backend.Transport, u, s.log)
+		return nil
 	}
 	proxy.Forward(c.Response(), r, backend.Transport, u, s.log)
 	return nil
