@@ -586,57 +586,14 @@ func TestCRDReplicaKilledUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	createThingsCRD(t, sys, 2)
 
-	var (
-		resent, reads, halfway atomic.Int64
-		readErrs, writeErrs    errorLog
-		killed                 = make(chan struct{})
-		wg                     sync.WaitGroup
-	)
+	var resent, reads atomic.Int64
 	writers := make([]*thingWriter, workers)
 	for i := range writers {
 		writers[i] = newThingWriter(dynamicClient(t, sys.RESTConfig(t)), namespace, replicaDied, &resent)
 	}
-	for i, w := range writers {
-		wg.Go(func() {
-			for k := range iterations {
-				if k == iterations/2 {
-					halfway.Add(1)
-					<-killed
-				}
-				if err := thingIteration(ctx, w, fmt.Sprintf("load-%d-", i), k, &reads); err != nil {
-					if _, ok := err.(readError); ok {
-						readErrs.add(err)
-						continue
-					}
-					writeErrs.add(err)
-					return
-				}
-			}
-		})
-	}
-
-	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
-		if n := halfway.Load(); n < workers {
-			return fmt.Errorf("%d of %d workers halfway", n, workers)
-		}
-		return nil
-	}); err != nil {
-		close(killed)
-		wg.Wait()
-		t.Fatal(err)
-	}
-	pid := sys.PID(t, victim)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		close(killed)
-		wg.Wait()
-		t.Fatalf("kill %s (pid %d): %v", victim, pid, err)
-	}
-	close(killed)
-	sys.WaitReplaced(t, victim, pid)
-	wg.Wait()
-
-	readErrs.report(t, "reads")
-	writeErrs.report(t, "writes")
+	killUnderLoad(ctx, t, sys, victim, workers, iterations, func(ctx context.Context, i, k int) error {
+		return thingIteration(ctx, writers[i], fmt.Sprintf("load-%d-", i), k, &reads)
+	})
 	fresh, err := listThings(ctx, dynamicClient(t, sys.RESTConfig(t)).Resource(thingsGVR).Namespace(namespace))
 	if err != nil {
 		t.Fatal(err)

@@ -215,59 +215,14 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	cfg := sys.RESTConfig(t)
 
-	var (
-		resent, reads, halfway atomic.Int64
-		readErrs, writeErrs    errorLog
-		killed                 = make(chan struct{})
-		wg                     sync.WaitGroup
-	)
+	var resent, reads atomic.Int64
 	writers := make([]*writer, workers)
 	for i := range writers {
 		writers[i] = newWriter(clientset(t, cfg), namespace, backendUnreachable, &resent)
 	}
-	for i, w := range writers {
-		wg.Go(func() {
-			for k := range iterations {
-				if k == iterations/2 {
-					// Half the load runs before the kill, half while the
-					// replica is down and comes back.
-					halfway.Add(1)
-					<-killed
-				}
-				if err := loadIteration(ctx, w, fmt.Sprintf("%s%d-", loadPrefix, i), k, &reads); err != nil {
-					if _, ok := err.(readError); ok {
-						readErrs.add(err)
-						continue
-					}
-					writeErrs.add(err)
-					return
-				}
-			}
-		})
-	}
-
-	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
-		if n := halfway.Load(); n < workers {
-			return fmt.Errorf("%d of %d workers halfway", n, workers)
-		}
-		return nil
-	}); err != nil {
-		close(killed)
-		wg.Wait()
-		t.Fatal(err)
-	}
-	pid := sys.PID(t, victim)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		close(killed)
-		wg.Wait()
-		t.Fatalf("kill %s (pid %d): %v", victim, pid, err)
-	}
-	close(killed)
-	sys.WaitReplaced(t, victim, pid)
-	wg.Wait()
-
-	readErrs.report(t, "reads")
-	writeErrs.report(t, "writes")
+	killUnderLoad(ctx, t, sys, victim, workers, iterations, func(ctx context.Context, i, k int) error {
+		return loadIteration(ctx, writers[i], fmt.Sprintf("%s%d-", loadPrefix, i), k, &reads)
+	})
 	want := versions{}
 	writes := 0
 	for _, w := range writers {
@@ -290,6 +245,61 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged (%d sent again after the gateway's 503 for the killed replica), %d reads, %d configmaps left as acknowledged",
 		writes, resent.Load(), reads.Load(), len(want))
+}
+
+// killUnderLoad runs iterate for each of workers clients, iterations
+// times, SIGKILLs victim once every client is halfway (half the load runs
+// before the kill, half while the replica is down and comes back), waits
+// for the launcher to replace it and the clients to finish, and reports
+// the errors iterate returned: a readError and the load goes on, any
+// other error ends that client.
+func killUnderLoad(ctx context.Context, t *testing.T, sys *harness.System, victim string, workers, iterations int, iterate func(ctx context.Context, worker, k int) error) {
+	t.Helper()
+	var (
+		halfway             atomic.Int64
+		readErrs, writeErrs errorLog
+		killed              = make(chan struct{})
+		wg                  sync.WaitGroup
+	)
+	for i := range workers {
+		wg.Go(func() {
+			for k := range iterations {
+				if k == iterations/2 {
+					halfway.Add(1)
+					<-killed
+				}
+				if err := iterate(ctx, i, k); err != nil {
+					if _, ok := err.(readError); ok {
+						readErrs.add(err)
+						continue
+					}
+					writeErrs.add(err)
+					return
+				}
+			}
+		})
+	}
+	if err := eventually(ctx, convergeTimeout, func(context.Context) error {
+		if n := halfway.Load(); n < int64(workers) {
+			return fmt.Errorf("%d of %d workers halfway", n, workers)
+		}
+		return nil
+	}); err != nil {
+		close(killed)
+		wg.Wait()
+		t.Fatal(err)
+	}
+	pid := sys.PID(t, victim)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		close(killed)
+		wg.Wait()
+		t.Fatalf("kill %s (pid %d): %v", victim, pid, err)
+	}
+	close(killed)
+	sys.WaitReplaced(t, victim, pid)
+	wg.Wait()
+	readErrs.report(t, "reads")
+	writeErrs.report(t, "writes")
 }
 
 // readError is a read that failed; the load goes on after one, to count
