@@ -36,31 +36,11 @@ func (h *Handler) patchType(c echo.Context) (types.PatchType, error) {
 }
 
 func (h *Handler) patch(c echo.Context, info *requestinfo.Info) error {
-	pt, err := h.patchType(c)
+	pr, err := h.readPatch(c, info, info.Subresource)
 	if err != nil {
 		return err
 	}
-	opts := &metav1.PatchOptions{}
-	if err := decodeOptions(c, opts, "PatchOptions", func() field.ErrorList { return metavalidation.ValidatePatchOptions(opts, pt) }); err != nil {
-		return err
-	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	if err := validatePatch(body, pt); err != nil {
-		return err
-	}
-	warn := newWarnings(c)
-	popts := patch.Options{
-		Name:            info.Name,
-		Namespace:       info.Namespace,
-		FieldManager:    opts.FieldManager,
-		UserAgent:       c.Request().UserAgent(),
-		Force:           opts.Force != nil && *opts.Force,
-		Subresource:     info.Subresource,
-		FieldValidation: fieldValidation(opts.FieldValidation),
-	}
+	pt, body, opts, popts, warn := pr.pt, pr.body, pr.opts, pr.popts, pr.warn
 	w := write{
 		namespace:   info.Namespace,
 		name:        info.Name,
@@ -109,4 +89,49 @@ func validatePatch(body []byte, pt types.PatchType) error {
 		return apierrors.NewBadRequest("invalid JSON patch")
 	}
 	return nil
+}
+
+// patchRequest is what a PATCH says: its type, body and options, and the
+// warnings of its answer.
+type patchRequest struct {
+	pt    types.PatchType
+	body  []byte
+	opts  *metav1.PatchOptions
+	popts patch.Options
+	warn  *warnings
+}
+
+// readPatch reads and checks a PATCH of subresource ("" for the main
+// resource) as kube does: its media type, options and body.
+func (h *Handler) readPatch(c echo.Context, info *requestinfo.Info, subresource string) (*patchRequest, error) {
+	pt, err := h.patchType(c)
+	if err != nil {
+		return nil, err
+	}
+	opts := &metav1.PatchOptions{}
+	if err := decodeOptions(c, opts, "PatchOptions", func() field.ErrorList { return metavalidation.ValidatePatchOptions(opts, pt) }); err != nil {
+		return nil, err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := validatePatch(body, pt); err != nil {
+		return nil, err
+	}
+	return &patchRequest{
+		pt:   pt,
+		body: body,
+		opts: opts,
+		popts: patch.Options{
+			Name:            info.Name,
+			Namespace:       info.Namespace,
+			FieldManager:    opts.FieldManager,
+			UserAgent:       c.Request().UserAgent(),
+			Force:           opts.Force != nil && *opts.Force,
+			Subresource:     subresource,
+			FieldValidation: fieldValidation(opts.FieldValidation),
+		},
+		warn: newWarnings(c),
+	}, nil
 }

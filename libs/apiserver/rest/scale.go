@@ -333,31 +333,11 @@ func (h *Handler) updateScale(c echo.Context, info *requestinfo.Info) error {
 }
 
 func (h *Handler) patchScale(c echo.Context, info *requestinfo.Info) error {
-	pt, err := h.patchType(c)
+	pr, err := h.readPatch(c, info, scaleSubresource)
 	if err != nil {
 		return err
 	}
-	opts := &metav1.PatchOptions{}
-	if err := decodeOptions(c, opts, "PatchOptions", func() field.ErrorList { return metavalidation.ValidatePatchOptions(opts, pt) }); err != nil {
-		return err
-	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	if err := validatePatch(body, pt); err != nil {
-		return err
-	}
-	warn := newWarnings(c)
-	popts := patch.Options{
-		Name:            info.Name,
-		Namespace:       info.Namespace,
-		FieldManager:    opts.FieldManager,
-		UserAgent:       c.Request().UserAgent(),
-		Force:           opts.Force != nil && *opts.Force,
-		Subresource:     scaleSubresource,
-		FieldValidation: fieldValidation(opts.FieldValidation),
-	}
+	pt, body, opts, popts, warn := pr.pt, pr.body, pr.opts, pr.popts, pr.warn
 	w := write{
 		namespace:   info.Namespace,
 		name:        info.Name,
