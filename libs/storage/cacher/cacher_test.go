@@ -15,6 +15,7 @@ import (
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/cacher/cachertest"
 	"kplane.dev/libs/storage/etcd3"
 )
 
@@ -374,7 +375,7 @@ func TestWatchFromBeforeTheCacheListedIsServedByEtcd(t *testing.T) {
 	rvB := f.create("ns", "b", nil, "1")
 	rvA := f.update("ns", "a", nil, "2")
 	late := *f
-	late.cacher = runCacher(t, &spyStore{Store: etcd3.New(f.client, f.objs, f.objs.New)}, f.objs.New, f.keys.Prefix())
+	late.cacher = cachertest.Run(t, &spyStore{Store: etcd3.New(f.client, f.objs, f.objs.New)}, f.objs.New, f.keys.Prefix())
 	late.synced(rvA)
 	w := late.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(from, 10)})
 	rvDel := f.delete("ns", "b")

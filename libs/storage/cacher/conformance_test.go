@@ -7,7 +7,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/objects"
@@ -15,6 +14,7 @@ import (
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/cacher/cachertest"
 	"kplane.dev/libs/storage/etcd3"
 	"kplane.dev/libs/storage/storagetest"
 )
@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 			storagetest.RunConformance(t, func(t *testing.T) storagetest.Fixture {
 				n++
 				keys := storage.NewKeys(fmt.Sprintf("/t%d", n), k.group, k.resource)
-				c := runCacher(t, etcd3.New(client, k.objects, k.objects.New), k.objects.New, keys.Prefix(),
+				c := cachertest.Run(t, etcd3.New(client, k.objects, k.objects.New), k.objects.New, keys.Prefix(),
 					cacher.WithBookmarkInterval(100*time.Millisecond), cacher.WithWaitTimeout(time.Second))
 				return storagetest.Fixture{
 					Store:   c,
@@ -57,24 +57,4 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
-}
-
-// runCacher builds a cacher and runs it until the test ends.
-func runCacher(t testing.TB, store cacher.Store, newObj func() runtime.Object, prefix string, opts ...cacher.Option) *cacher.Cacher {
-	t.Helper()
-	c, err := cacher.New(store, newObj, prefix, opts...)
-	if err != nil {
-		t.Fatalf("new cacher: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return c
 }

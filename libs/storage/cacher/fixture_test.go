@@ -19,6 +19,7 @@ import (
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/cacher/cachertest"
 	"kplane.dev/libs/storage/etcd3"
 )
 
@@ -117,7 +118,7 @@ func newFixture(t testing.TB, etcdOpts []etcdtest.Option, opts ...cacher.Option)
 	keys := storage.NewKeys("/kplane", "", "configmaps")
 	spy := &spyStore{Store: etcd3.New(client, objs, objs.New)}
 	opts = append([]cacher.Option{cacher.WithRetryInterval(10 * time.Millisecond)}, opts...)
-	c := runCacher(t, spy, objs.New, keys.Prefix(), opts...)
+	c := cachertest.Run(t, spy, objs.New, keys.Prefix(), opts...)
 	tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(tcancel)
 	return &fixture{t: t, ctx: tctx, etcd: srv, client: client, store: spy, cacher: c, keys: keys, objs: objs}

@@ -16,6 +16,7 @@ import (
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
+	"kplane.dev/libs/storage/cacher/cachertest"
 	"kplane.dev/libs/storage/etcd3"
 	"kplane.dev/libs/storage/storagetest"
 )
@@ -31,7 +32,7 @@ var stores = []struct {
 		return etcd3.New(client, o, o.New), nil
 	}},
 	{name: "cacher", new: func(t *testing.T, client *clientv3.Client, o resource.Objects, prefix string) (storage.Interface, func(context.Context, int64) error) {
-		c := runCacher(t, etcd3.New(client, o, o.New), o.New, prefix)
+		c := cachertest.Run(t, etcd3.New(client, o, o.New), o.New, prefix, cacher.WithBookmarkInterval(100*time.Millisecond), cacher.WithWaitTimeout(time.Second))
 		return c, func(ctx context.Context, rev int64) error {
 			if _, err := client.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
 				return err
@@ -191,24 +192,4 @@ func TestWriteThroughServedVersion(t *testing.T) {
 	if got := obj.(*unstructured.Unstructured).GetAPIVersion(); got != "example.com/v1" {
 		t.Errorf("stored apiVersion = %q, want the storage version example.com/v1", got)
 	}
-}
-
-// runCacher builds a cacher and runs it until the test ends.
-func runCacher(t testing.TB, store cacher.Store, newObj func() runtime.Object, prefix string) *cacher.Cacher {
-	t.Helper()
-	c, err := cacher.New(store, newObj, prefix, cacher.WithBookmarkInterval(100*time.Millisecond), cacher.WithWaitTimeout(time.Second))
-	if err != nil {
-		t.Fatalf("new cacher: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return c
 }
