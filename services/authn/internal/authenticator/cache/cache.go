@@ -113,6 +113,11 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 		return e.resp, e.ok, e.err
 	}
 	results := a.reviews.DoChan(string(k[:]), func() (any, error) {
+		// A review that ended between this caller's miss and its call
+		// left its answer here: ask again only when it did not.
+		if v, hit := a.entries.Get(k); hit {
+			return v.(*entry), nil
+		}
 		// The shared review keeps the first caller's values (its
 		// audiences, part of the key) but not its cancellation: the
 		// others wait for it.
