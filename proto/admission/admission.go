@@ -1,0 +1,50 @@
+package admission
+
+import (
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kplane.dev/proto/rpc"
+)
+
+// QueueGroup is the queue group every admission replica subscribes in.
+const QueueGroup = "kplane-admission"
+
+// Subjects of admission.
+const (
+	// SubjectMutate runs every mutating step that matches a write (the
+	// mutating webhooks in order, with reinvocation, and the mutating
+	// policies) and replies with the object they leave.
+	SubjectMutate = "kplane.admission.mutate"
+	// SubjectValidate runs every validating step that matches a write
+	// (validating webhooks, ValidatingAdmissionPolicies, operator
+	// policies) on the object the storage service is about to store.
+	SubjectValidate = "kplane.admission.validate"
+)
+
+// HeaderError marks an error reply (proto/rpc).
+const HeaderError = rpc.HeaderError
+
+// Review is one write to admit.
+type Review struct {
+	// Request is the write as a webhook sees it: uid, kind, resource and
+	// subresource as requested and as stored, name, namespace,
+	// operation, user, object, old object, options and dryRun.
+	Request admissionv1.AdmissionRequest `json:"request"`
+}
+
+// Verdict is admission's answer for one phase of one write.
+type Verdict struct {
+	// Allowed is false when a step refused the write; Status is then the
+	// refusal, as the client receives it.
+	Allowed bool           `json:"allowed"`
+	Status  *metav1.Status `json:"status,omitempty"`
+	// Object is the object the mutating steps left, when they changed
+	// it; empty otherwise and for validation.
+	Object runtime.RawExtension `json:"object,omitempty"`
+	// Warnings are shown to the client (Warning headers).
+	Warnings []string `json:"warnings,omitempty"`
+	// AuditAnnotations are added to the write's audit event.
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
+}
