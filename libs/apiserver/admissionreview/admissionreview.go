@@ -1,0 +1,157 @@
+package admissionreview
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/warning"
+
+	"kplane.dev/libs/apiserver/rest"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/proto/admission"
+)
+
+// DefaultTimeout bounds one phase: a webhook may take up to 30 s, and a
+// phase may call several in order.
+const DefaultTimeout = 2 * time.Minute
+
+// Admission asks the admission service about every write.
+type Admission struct {
+	conn    *nats.Conn
+	timeout time.Duration
+}
+
+var (
+	_ rest.MutatingAdmission   = (*Admission)(nil)
+	_ rest.ValidatingAdmission = (*Admission)(nil)
+)
+
+// New asks over nc, waiting up to timeout for each phase.
+func New(nc *nats.Conn, timeout time.Duration) *Admission {
+	return &Admission{conn: nc, timeout: timeout}
+}
+
+// Handles reports that every write goes to admission.
+func (a *Admission) Handles(rest.Operation) bool { return true }
+
+// Admit runs the mutating phase and sets the object it leaves.
+func (a *Admission) Admit(ctx context.Context, attrs *rest.Attributes) error {
+	v, err := a.ask(ctx, admission.SubjectMutate, attrs)
+	if err != nil {
+		return err
+	}
+	if len(v.Object.Raw) == 0 || attrs.Object == nil {
+		return nil
+	}
+	obj, err := decodeLike(attrs.Object, v.Object.Raw)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("read the object admission left: %w", err))
+	}
+	attrs.Object = obj
+	return nil
+}
+
+// Validate runs the validating phase.
+func (a *Admission) Validate(ctx context.Context, attrs *rest.Attributes) error {
+	_, err := a.ask(ctx, admission.SubjectValidate, attrs)
+	return err
+}
+
+// ask sends one phase of a write and returns the verdict when it allows
+// the write; warnings reach the client either way.
+func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attributes) (*admission.Verdict, error) {
+	if a.conn == nil {
+		return nil, apierrors.NewServiceUnavailable("admission needs NATS, and this service runs without --nats-url")
+	}
+	req, err := request(attrs)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	var v admission.Verdict
+	// A phase may call webhooks with side effects: it is sent again only
+	// when no replica received it.
+	if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v); err != nil {
+		if _, ok := err.(apierrors.APIStatus); ok {
+			return nil, err
+		}
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("admission could not be asked: %v", err))
+	}
+	for _, w := range v.Warnings {
+		warning.AddWarning(ctx, "", w)
+	}
+	if !v.Allowed {
+		st := metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: "admission refused the request"}
+		if v.Status != nil {
+			st = *v.Status
+			st.Status = metav1.StatusFailure
+		}
+		return nil, &apierrors.StatusError{ErrStatus: st}
+	}
+	return &v, nil
+}
+
+// request is the AdmissionRequest of a write.
+func request(attrs *rest.Attributes) (*admissionv1.AdmissionRequest, error) {
+	gvk := metav1.GroupVersionKind{Group: attrs.Kind.Group, Version: attrs.Kind.Version, Kind: attrs.Kind.Kind}
+	gvr := metav1.GroupVersionResource{Group: attrs.Resource.Group, Version: attrs.Resource.Version, Resource: attrs.Resource.Resource}
+	r := &admissionv1.AdmissionRequest{
+		UID:                uuid.NewUUID(),
+		Kind:               gvk,
+		Resource:           gvr,
+		SubResource:        attrs.Subresource,
+		RequestKind:        &gvk,
+		RequestResource:    &gvr,
+		RequestSubResource: attrs.Subresource,
+		Name:               attrs.Name,
+		Namespace:          attrs.Namespace,
+		Operation:          admissionv1.Operation(attrs.Operation),
+		DryRun:             &attrs.DryRun,
+	}
+	if attrs.User != nil {
+		r.UserInfo = *attrs.User
+	}
+	for _, f := range []struct {
+		obj  runtime.Object
+		to   *runtime.RawExtension
+		kind bool
+	}{{attrs.Object, &r.Object, true}, {attrs.OldObject, &r.OldObject, true}, {attrs.Options, &r.Options, false}} {
+		if f.obj == nil || reflect.ValueOf(f.obj).IsNil() {
+			continue
+		}
+		obj := f.obj
+		if f.kind && obj.GetObjectKind().GroupVersionKind().Empty() {
+			// Typed objects in a server carry no apiVersion and kind; a
+			// webhook reads them.
+			obj = obj.DeepCopyObject()
+			obj.GetObjectKind().SetGroupVersionKind(attrs.Kind)
+		}
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("encode %T for admission: %w", f.obj, err)
+		}
+		f.to.Raw = raw
+	}
+	return r, nil
+}
+
+// decodeLike reads data into a new object of obj's Go type, keeping its
+// apiVersion and kind.
+func decodeLike(obj runtime.Object, data []byte) (runtime.Object, error) {
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, err
+	}
+	out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	return out, nil
+}

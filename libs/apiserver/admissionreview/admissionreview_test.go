@@ -1,0 +1,138 @@
+package admissionreview_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/warning"
+
+	"kplane.dev/libs/apiserver/admissionreview"
+	"kplane.dev/libs/apiserver/rest"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/natstest"
+	"kplane.dev/proto/admission"
+)
+
+// recorder keeps the warnings sent to the client.
+type recorder struct{ texts []string }
+
+func (r *recorder) AddWarning(_, text string) { r.texts = append(r.texts, text) }
+
+// serve answers both phases with answer, after checking what it got.
+func serve(t *testing.T, ns *natstest.Server, answer func(subject string, r *admission.Review) admission.Verdict) {
+	t.Helper()
+	srv := natsrpc.NewServer(ns.Connect(t), nil)
+	for _, subject := range []string{admission.SubjectMutate, admission.SubjectValidate} {
+		if err := srv.Handle(subject, admission.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
+			var r admission.Review
+			if err := json.Unmarshal(payload, &r); err != nil {
+				return nil, err
+			}
+			return json.Marshal(answer(subject, &r))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Drain(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func configMapWrite() *rest.Attributes {
+	return &rest.Attributes{
+		Operation: rest.Create,
+		Resource:  corev1.SchemeGroupVersion.WithResource("configmaps"),
+		Kind:      corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		Namespace: "ns",
+		Name:      "cm",
+		Object:    &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}, Data: map[string]string{"a": "1"}},
+	}
+}
+
+func TestPhases(t *testing.T) {
+	ns := natstest.Start(t)
+	serve(t, ns, func(subject string, r *admission.Review) admission.Verdict {
+		var obj map[string]any
+		if err := json.Unmarshal(r.Request.Object.Raw, &obj); err != nil || obj["kind"] == nil {
+			return admission.Verdict{Allowed: false, Status: &metav1.Status{Code: 400, Message: "the object came without its kind"}}
+		}
+		switch {
+		case r.Request.Name == "refused":
+			return admission.Verdict{Allowed: false, Warnings: []string{"think again"}, Status: &metav1.Status{Code: 403, Reason: metav1.StatusReasonForbidden, Message: `admission webhook "deny.example.com" denied the request: no`}}
+		case subject == admission.SubjectMutate:
+			obj["data"] = map[string]any{"a": "1", "added": "yes"}
+			raw, _ := json.Marshal(obj)
+			return admission.Verdict{Allowed: true, Object: runtime.RawExtension{Raw: raw}, Warnings: []string{"mutated"}}
+		}
+		return admission.Verdict{Allowed: true}
+	})
+	a := admissionreview.New(ns.Connect(t), time.Minute)
+	rec := &recorder{}
+	ctx := warning.WithWarningRecorder(context.Background(), rec)
+
+	t.Run("mutating phase", func(t *testing.T) {
+		w := configMapWrite()
+		if err := a.Admit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		cm, ok := w.Object.(*corev1.ConfigMap)
+		if !ok || cm.Data["added"] != "yes" {
+			t.Errorf("object after mutation = %#v, want the typed configmap with the added key", w.Object)
+		}
+		if len(rec.texts) != 1 || rec.texts[0] != "mutated" {
+			t.Errorf("warnings %q", rec.texts)
+		}
+	})
+	t.Run("an unstructured object", func(t *testing.T) {
+		w := configMapWrite()
+		w.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cm"}}}
+		if err := a.Admit(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if u, ok := w.Object.(*unstructured.Unstructured); !ok || u.Object["data"] == nil {
+			t.Errorf("object after mutation = %#v", w.Object)
+		}
+	})
+	t.Run("validating phase", func(t *testing.T) {
+		if err := a.Validate(ctx, configMapWrite()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a refusal", func(t *testing.T) {
+		w := configMapWrite()
+		w.Name = "refused"
+		err := a.Validate(ctx, w)
+		if !apierrors.IsForbidden(err) || err.Error() != `admission webhook "deny.example.com" denied the request: no` {
+			t.Errorf("refusal: %v", err)
+		}
+	})
+}
+
+// TestFailsClosed: a write admission cannot be asked about is refused
+// with 503, whether NATS is not configured or no replica answers.
+func TestFailsClosed(t *testing.T) {
+	ns := natstest.Start(t)
+	for name, a := range map[string]*admissionreview.Admission{
+		"no NATS":    admissionreview.New(nil, time.Minute),
+		"no replica": admissionreview.New(ns.Connect(t), 2*time.Second),
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := a.Admit(context.Background(), configMapWrite())
+			if st, ok := err.(apierrors.APIStatus); !ok || st.Status().Code != http.StatusServiceUnavailable {
+				t.Fatalf("admit: %v, want 503", err)
+			}
+		})
+	}
+}
