@@ -149,6 +149,22 @@ const PublicService = "gateway"
 func Services() []Service {
 	return []Service{
 		{
+			// Admission comes first: core's and crd's writes, their own
+			// at start included, ask it.
+			Name:     "admission",
+			Binary:   "kplane-admission",
+			Port:     6480,
+			Scalable: true,
+			Args: []string{
+				"--listen-address=127.0.0.1:{{.ReplicaPort \"admission\"}}",
+				"--tls-cert-file={{.PKI}}/admission.crt",
+				"--tls-private-key-file={{.PKI}}/admission.key",
+				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{with .NKeyFile \"admission\"}}--nats-nkey-file={{.}}{{end}}",
+				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
+			},
+		},
+		{
 			Name:     "core",
 			Binary:   "kplane-core",
 			Port:     6444,
@@ -165,6 +181,7 @@ func Services() []Service {
 				"--etcd-servers={{.EtcdServers}}",
 				"--api-kubeconfig={{.Data}}/core.kubeconfig",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSURL}}--admission{{end}}",
 				"{{with .NKeyFile \"core\"}}--nats-nkey-file={{.}}{{end}}",
 				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
@@ -183,6 +200,7 @@ func Services() []Service {
 				"--etcd-servers={{.EtcdServers}}",
 				"--api-kubeconfig={{.Data}}/crd.kubeconfig",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
+				"{{if .NATSURL}}--admission{{end}}",
 				"{{with .NKeyFile \"crd\"}}--nats-nkey-file={{.}}{{end}}",
 				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},

@@ -48,6 +48,10 @@ type Options struct {
 	// review over NATS.
 	ReviewTimeout time.Duration
 
+	// Admission asks the admission service (over NATS) about every
+	// write, after the service's own admission steps.
+	Admission bool
+
 	// APIKubeconfig is the endpoint of the whole API the controllers act
 	// through; empty means the service's own loopback.
 	APIKubeconfig string
@@ -87,6 +91,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, natsUsage string) {
 	o.NATS.AddFlags(nats, natsUsage)
 	fs.AddGoFlagSet(nats)
 	fs.DurationVar(&o.ReviewTimeout, "review-timeout", o.ReviewTimeout, "how long to wait for another service (over NATS) to answer a review")
+	fs.BoolVar(&o.Admission, "admission", o.Admission, "ask the admission service (over NATS) about every write: webhooks and policies; a write it cannot be asked about fails with 503. Without it, writes pass the built-in admission steps only")
 	fs.StringVar(&o.APIKubeconfig, "api-kubeconfig", o.APIKubeconfig, "kubeconfig of the endpoint that serves the whole API (the gateway) for the controllers; empty: the service's own loopback")
 	fs.DurationVar(&o.CompactionInterval, "compaction-interval", o.CompactionInterval, "how often etcd is compacted; 0 disables compaction")
 }
@@ -119,6 +124,9 @@ func (o *Options) Validate() []error {
 		add("--etcd-prefix: want a path that starts with / and does not end with /, got %q", o.EtcdPrefix)
 	}
 	errs = append(errs, o.NATS.Validate(false)...)
+	if o.Admission && o.NATS.URL == "" {
+		add("--admission needs --nats-url: the admission service is asked over NATS")
+	}
 	if o.ReviewTimeout <= 0 {
 		add("--review-timeout: must be positive, got %v", o.ReviewTimeout)
 	}
@@ -139,6 +147,8 @@ type Config struct {
 
 	NATS          natsrpc.ConnOptions
 	ReviewTimeout time.Duration
+	// Admission asks the admission service about every write.
+	Admission bool
 
 	// API is the endpoint controllers use; nil means the loopback.
 	API *restclient.Config
@@ -162,6 +172,7 @@ func (o *Options) Config(errs []error, logOut io.Writer) (*Config, error) {
 		EtcdPrefix:         o.EtcdPrefix,
 		NATS:               o.NATS,
 		ReviewTimeout:      o.ReviewTimeout,
+		Admission:          o.Admission,
 		CompactionInterval: o.CompactionInterval,
 		Log:                sc.Log,
 	}

@@ -16,8 +16,10 @@ import (
 	"go.uber.org/zap"
 	restclient "k8s.io/client-go/rest"
 
+	"kplane.dev/libs/apiserver/admissionreview"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/apiserver/rest"
 	apiserver "kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/election"
 	"kplane.dev/libs/healthz"
@@ -101,6 +103,15 @@ func New(cfg *Config, name string, user frontproxy.User) (*Service, error) {
 		s.Go("compactor", c.Run)
 	}
 	return s, nil
+}
+
+// Admission are the admission steps the configuration adds after the
+// service's own: the admission service, when --admission asks for it.
+func (s *Service) Admission() []rest.Admission {
+	if !s.cfg.Admission {
+		return nil
+	}
+	return []rest.Admission{admissionreview.New(s.nats, admissionreview.DefaultTimeout)}
 }
 
 // Etcd is the service's etcd client.

@@ -97,7 +97,7 @@ func (s *Server) build() error {
 		Resources: res,
 		Stores:    stores,
 		HandlerOptions: []rest.Option{
-			rest.WithAdmission(lifecycle, escalation.New(rpc, loopback, s.log)),
+			rest.WithAdmission(append([]rest.Admission{lifecycle, escalation.New(rpc, loopback, s.log)}, s.Admission()...)...),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(rpc)),
 		},
 		Logger: s.log,

@@ -98,7 +98,7 @@ func (s *Server) build() error {
 		Resources: []*resource.Resource{crdResource},
 		Stores:    apiserver.CachedEtcdStores(s.Etcd(), s.cfg.EtcdPrefix, s.log),
 		HandlerOptions: []rest.Option{
-			rest.WithAdmission(lifecycle, reg.Terminating()),
+			rest.WithAdmission(append([]rest.Admission{lifecycle, reg.Terminating()}, s.Admission()...)...),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout))),
 		},
 		Missing: s.missing(reg),

@@ -1,0 +1,7 @@
+// Package server is the admission service as a process: it reads its
+// flags (Options), checks them (Validate), and answers the admission
+// reviews of kplane.dev/proto/admission on NATS, each replica in the
+// queue group, so that more replicas are more capacity. Health and
+// metrics are served over HTTPS. On shutdown the reviews delivered before
+// it finish and the others go to the remaining replicas.
+package server

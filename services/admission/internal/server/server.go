@@ -1,0 +1,155 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/serving"
+	"kplane.dev/proto/admission"
+)
+
+// Chain decides one phase of a write.
+type Chain interface {
+	Mutate(ctx context.Context, r *admission.Review) (*admission.Verdict, error)
+	Validate(ctx context.Context, r *admission.Review) (*admission.Verdict, error)
+}
+
+// Server is one replica of the admission service.
+type Server struct {
+	cfg      *Config
+	log      *slog.Logger
+	nats     *nats.Conn
+	ln       net.Listener
+	http     *http.Server
+	rpc      *natsrpc.Server
+	chain    Chain
+	registry *prometheus.Registry
+	// steps observes each phase as kube's
+	// apiserver_admission_step_admission_duration_seconds does.
+	steps    *prometheus.HistogramVec
+	shutdown *serving.Shutdown
+}
+
+// New builds a replica from cfg; Run serves it.
+func New(cfg *Config) (*Server, error) {
+	s := &Server{cfg: cfg, log: cfg.log, chain: allowAll{}, registry: prometheus.NewRegistry()}
+	s.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "apiserver_admission_step_admission_duration_seconds",
+		Help:    "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
+		Buckets: []float64{0.005, 0.025, 0.1, 0.5, 1.0, 2.5},
+	}, []string{"type", "operation", "rejected"})
+	if err := s.registry.Register(s.steps); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	nc, err := cfg.nats.Connect("kplane-admission")
+	if err != nil {
+		return nil, err
+	}
+	s.nats = nc
+	s.rpc = natsrpc.NewServer(nc, s.log)
+	s.shutdown = cfg.serving.NewShutdown(s.drain)
+	s.http = cfg.serving.NewServer(s.handler())
+	ln, err := cfg.serving.Listen()
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s.ln = ln
+	return s, nil
+}
+
+// allowAll is the chain when nothing that could refuse or change a write
+// is configured.
+type allowAll struct{}
+
+func (allowAll) Mutate(context.Context, *admission.Review) (*admission.Verdict, error) {
+	return &admission.Verdict{Allowed: true}, nil
+}
+
+func (allowAll) Validate(context.Context, *admission.Review) (*admission.Verdict, error) {
+	return &admission.Verdict{Allowed: true}, nil
+}
+
+// handler serves health and metrics.
+func (s *Server) handler() http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	ping := healthz.Ping()
+	natsCheck := healthz.NamedCheck("nats", func(*http.Request) error {
+		if !s.nats.IsConnected() {
+			return fmt.Errorf("NATS is %v", s.nats.Status())
+		}
+		return nil
+	})
+	for endpoint, checks := range map[string][]healthz.Checker{
+		"healthz": {ping, healthz.Log(), natsCheck},
+		"livez":   {ping, healthz.Log()},
+		"readyz":  {ping, healthz.Log(), natsCheck, s.shutdown.Check()},
+	} {
+		h := echo.WrapHandler(healthz.Handler(endpoint, checks...))
+		e.GET("/"+endpoint, h)
+		e.GET("/"+endpoint+"/*", h)
+	}
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	return e
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Run answers reviews and serves until ctx ends, then shuts down in
+// order: readiness fails, the reviews delivered finish while NATS sends
+// new ones to the other replicas, NATS closes.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.nats.Close()
+	for subject, phase := range map[string]func(context.Context, *admission.Review) (*admission.Verdict, error){
+		admission.SubjectMutate:   s.chain.Mutate,
+		admission.SubjectValidate: s.chain.Validate,
+	} {
+		kind := "admit"
+		if subject == admission.SubjectValidate {
+			kind = "validate"
+		}
+		if err := s.rpc.Handle(subject, admission.QueueGroup, s.answer(kind, phase)); err != nil {
+			return fmt.Errorf("answer %s: %w", subject, err)
+		}
+	}
+	s.log.Info("admitting")
+	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+}
+
+// answer decodes a review, runs one phase on it and encodes the verdict.
+func (s *Server) answer(kind string, phase func(context.Context, *admission.Review) (*admission.Verdict, error)) natsrpc.Handler {
+	return func(ctx context.Context, payload []byte) ([]byte, error) {
+		start := time.Now()
+		var r admission.Review
+		if err := json.Unmarshal(payload, &r); err != nil {
+			return nil, fmt.Errorf("decode admission review: %w", err)
+		}
+		v, err := phase(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		s.steps.WithLabelValues(kind, string(r.Request.Operation), fmt.Sprint(!v.Allowed)).Observe(time.Since(start).Seconds())
+		return json.Marshal(v)
+	}
+}
+
+// drain lets the reviews delivered before shutdown finish.
+func (s *Server) drain(ctx context.Context) {
+	if err := s.rpc.Drain(ctx); err != nil {
+		s.log.Warn("drain reviews", "err", err)
+	}
+}
