@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -123,7 +124,7 @@ var testNamespaces = namespaces{"prod": {"env": "prod"}, "dev": {"env": "dev"}}
 
 func dispatcher(t *testing.T, c *configs) *Dispatcher {
 	t.Helper()
-	d, err := New(Config{Configurations: c, Namespaces: testNamespaces})
+	d, err := New(Config{Configurations: c, Namespaces: testNamespaces, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
