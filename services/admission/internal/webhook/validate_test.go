@@ -162,8 +162,10 @@ func TestInvalidResponse(t *testing.T) {
 		message string
 	}{
 		{
-			name:    "wrong uid",
-			respond: func(_ *http.Request, _ *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) { resp.UID = "other" },
+			name: "wrong uid",
+			respond: func(_ *http.Request, _ *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+				resp.UID = "other"
+			},
 			message: `Internal error occurred: failed calling webhook "x.example.com": received invalid webhook response: expected response.uid="`,
 		},
 		{
