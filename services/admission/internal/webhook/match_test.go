@@ -28,7 +28,8 @@ func TestMatch(t *testing.T) {
 		return func(a *Attributes) {
 			a.Request.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 			a.Request.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-			a.Request.Name, a.Request.Namespace = "new", ""
+			// kube gives a namespace's request its own name as namespace.
+			a.Request.Name, a.Request.Namespace = "new", "new"
 			a.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "new"}}}
 			a.Object.SetLabels(labels)
 		}
@@ -123,5 +124,13 @@ func TestConfigurationsAreExempt(t *testing.T) {
 	}
 	if s.calls() != 0 {
 		t.Error("a webhook configuration's write was sent to a webhook")
+	}
+	// The same webhook sees other kinds of the group.
+	a.Request.Kind.Kind, a.Request.Resource.Resource = "Other", "others"
+	if _, err := d.Validate(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if s.calls() != 1 {
+		t.Errorf("the webhook was called %d times for another kind, want 1", s.calls())
 	}
 }

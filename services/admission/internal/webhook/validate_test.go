@@ -231,4 +231,9 @@ func TestServiceReference(t *testing.T) {
 	if len(s.paths) != 1 || s.paths[0] != "/check" {
 		t.Errorf("webhook called at %v, want /check once", s.paths)
 	}
+	// The endpoint is an address; the certificate is checked against the
+	// service's name.
+	if len(s.serverNames) != 1 || s.serverNames[0] != serviceName {
+		t.Errorf("TLS server names %q, want %s", s.serverNames, serviceName)
+	}
 }

@@ -39,6 +39,8 @@ type server struct {
 	mu      sync.Mutex
 	reviews []map[string]any
 	paths   []string
+	// serverNames are the TLS server names the clients asked for.
+	serverNames []string
 }
 
 func (s *server) calls() int {
@@ -83,7 +85,15 @@ func startServer(t *testing.T, respond func(r *http.Request, req *admissionv1.Ad
 			t.Error(err)
 		}
 	}))
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLSCertificate()}}
+	ts.TLS = &tls.Config{
+		Certificates: []tls.Certificate{cert.TLSCertificate()},
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			s.mu.Lock()
+			s.serverNames = append(s.serverNames, hello.ServerName)
+			s.mu.Unlock()
+			return nil, nil
+		},
+	}
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	s.url = ts.URL
