@@ -70,8 +70,9 @@ type Result struct {
 // Dispatcher calls the webhooks that match a write. It is safe for
 // concurrent use.
 type Dispatcher struct {
-	cfg     Config
-	clients clients
+	cfg        Config
+	clients    clients
+	conditions *conditions
 }
 
 // New makes a Dispatcher.
@@ -85,7 +86,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Dispatcher{cfg: cfg, clients: clients{resolver: cfg.Resolver, byKey: map[string]*client{}}}, nil
+	return &Dispatcher{cfg: cfg, clients: clients{resolver: cfg.Resolver, byKey: map[string]*client{}}, conditions: newConditions()}, nil
 }
 
 // recorder gathers the warnings and audit annotations of one phase, from
@@ -146,6 +147,7 @@ type hook struct {
 	objectSelector     *metav1.LabelSelector
 	reviewVersions     []string
 	reinvocationPolicy *admissionregistrationv1.ReinvocationPolicyType
+	matchConditions    []admissionregistrationv1.MatchCondition
 }
 
 func (h *hook) id() string { return fmt.Sprintf("%s/%d", h.configuration, h.index) }
@@ -173,7 +175,7 @@ func (d *Dispatcher) mutatingHooks() ([]*hook, error) {
 				failurePolicy: w.FailurePolicy, sideEffects: w.SideEffects,
 				timeoutSeconds: w.TimeoutSeconds, reviewVersions: w.AdmissionReviewVersions,
 				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,
-				reinvocationPolicy: w.ReinvocationPolicy,
+				reinvocationPolicy: w.ReinvocationPolicy, matchConditions: w.MatchConditions,
 			})
 		}
 	}
@@ -197,6 +199,7 @@ func (d *Dispatcher) validatingHooks() ([]*hook, error) {
 				failurePolicy: w.FailurePolicy, sideEffects: w.SideEffects,
 				timeoutSeconds: w.TimeoutSeconds, reviewVersions: w.AdmissionReviewVersions,
 				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,
+				matchConditions: w.MatchConditions,
 			})
 		}
 	}

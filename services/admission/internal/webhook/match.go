@@ -54,7 +54,7 @@ func (d *Dispatcher) matches(ctx context.Context, h *hook, a *Attributes) (bool,
 	if objErr != nil {
 		return false, objErr
 	}
-	return true, nil
+	return d.matchConditions(ctx, h, a)
 }
 
 // selector parses s; a nil selector, which the API server defaults to {}

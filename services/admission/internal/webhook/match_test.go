@@ -134,3 +134,53 @@ func TestConfigurationsAreExempt(t *testing.T) {
 		t.Errorf("the webhook was called %d times for another kind, want 1", s.calls())
 	}
 }
+
+func TestMatchConditions(t *testing.T) {
+	s := startServer(t, allow)
+	for _, tc := range []struct {
+		name       string
+		conditions []admissionregistrationv1.MatchCondition
+		policy     admissionregistrationv1.FailurePolicyType
+		called     bool
+		message    string
+	}{
+		{name: "all true", conditions: []admissionregistrationv1.MatchCondition{
+			{Name: "alice", Expression: `request.userInfo.username == "alice"`},
+			{Name: "web", Expression: `object.metadata.labels["app"] == "web"`},
+		}, policy: admissionregistrationv1.Fail, called: true},
+		{name: "one false", conditions: []admissionregistrationv1.MatchCondition{
+			{Name: "alice", Expression: `request.userInfo.username == "alice"`},
+			{Name: "bob", Expression: `request.userInfo.username == "bob"`},
+		}, policy: admissionregistrationv1.Fail},
+		{name: "error, Ignore", conditions: []admissionregistrationv1.MatchCondition{
+			{Name: "missing", Expression: `object.metadata.labels["absent"] == "x"`},
+		}, policy: admissionregistrationv1.Ignore},
+		{name: "error, Fail", conditions: []admissionregistrationv1.MatchCondition{
+			{Name: "missing", Expression: `object.metadata.labels["absent"] == "x"`},
+		}, policy: admissionregistrationv1.Fail, message: `pods "p" is forbidden: expression 'object.metadata.labels["absent"] == "x"' resulted in error: no such key: absent`},
+		{name: "false wins over an error", conditions: []admissionregistrationv1.MatchCondition{
+			{Name: "missing", Expression: `object.metadata.labels["absent"] == "x"`},
+			{Name: "bob", Expression: `request.userInfo.username == "bob"`},
+		}, policy: admissionregistrationv1.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.calls()
+			d := dispatcher(t, validatingConfigs(validating("cel.example.com", s, func(w *admissionregistrationv1.ValidatingWebhook) {
+				w.MatchConditions, w.FailurePolicy = tc.conditions, &tc.policy
+			})))
+			_, err := d.Validate(context.Background(), createPod(pod(map[string]string{"app": "web"})))
+			if called := s.calls() > before; called != tc.called {
+				t.Errorf("webhook called: %v, want %v", called, tc.called)
+			}
+			if tc.message == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if st := statusOf(t, err); st.Reason != metav1.StatusReasonForbidden || st.Message != tc.message {
+				t.Errorf("status %s %q, want Forbidden %q", st.Reason, st.Message, tc.message)
+			}
+		})
+	}
+}
