@@ -108,8 +108,8 @@ func (cs *clients) get(cc admissionregistrationv1.WebhookClientConfig, t *target
 }
 
 // resolving sends a request for a service to the endpoint the resolver
-// gives at the time, while the request (and so kube's error messages)
-// keeps naming the service.
+// gives at the time, while the request's URL (and so kube's error
+// messages) and Host header keep naming the service, as kube's do.
 type resolving struct {
 	service  admissionregistrationv1.ServiceReference
 	resolver Resolver
@@ -125,11 +125,9 @@ func (r *resolving) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving service %s/%s: %w", r.service.Namespace, r.service.Name, err)
 	}
-	req = req.Clone(req.Context())
-	req.URL.Scheme = u.Scheme
-	req.URL.Host = u.Host
-	req.Host = ""
-	return r.next.RoundTrip(req)
+	out := req.Clone(req.Context())
+	out.URL.Host = u.Host
+	return r.next.RoundTrip(out)
 }
 
 // post sends body to the webhook as kube's REST client does, with the

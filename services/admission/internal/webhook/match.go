@@ -147,8 +147,8 @@ func exactOrWildcard(items []string, requested string) bool {
 	return false
 }
 
-// matchScope counts namespaces as cluster-scoped although a namespace's
-// request names a namespace (its own) in some clients.
+// matchScope counts a namespace as cluster-scoped although kube gives a
+// namespace's request its own name as namespace.
 func matchScope(scope *admissionregistrationv1.ScopeType, r *admissionv1.AdmissionRequest) bool {
 	if scope == nil || *scope == admissionregistrationv1.AllScopes {
 		return true

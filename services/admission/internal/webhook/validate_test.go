@@ -231,6 +231,9 @@ func TestServiceReference(t *testing.T) {
 	if len(s.paths) != 1 || s.paths[0] != "/check" {
 		t.Errorf("webhook called at %v, want /check once", s.paths)
 	}
+	if want := serviceName + ":8443"; len(s.hosts) != 1 || s.hosts[0] != want {
+		t.Errorf("Host headers %q, want %s", s.hosts, want)
+	}
 	// The endpoint is an address; the certificate is checked against the
 	// service's name.
 	if len(s.serverNames) != 1 || s.serverNames[0] != serviceName {

@@ -39,6 +39,7 @@ type server struct {
 	mu      sync.Mutex
 	reviews []map[string]any
 	paths   []string
+	hosts   []string
 	// serverNames are the TLS server names the clients asked for.
 	serverNames []string
 }
@@ -77,6 +78,7 @@ func startServer(t *testing.T, respond func(r *http.Request, req *admissionv1.Ad
 		s.mu.Lock()
 		s.reviews = append(s.reviews, raw)
 		s.paths = append(s.paths, r.URL.Path)
+		s.hosts = append(s.hosts, r.Host)
 		s.mu.Unlock()
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		respond(r, review.Request, resp)
