@@ -23,8 +23,8 @@ import (
 // defaultTimeout is what the API server defaults timeoutSeconds to.
 const defaultTimeout = 10 * time.Second
 
-// maxResponse bounds what is read of a webhook's answer, as kube's
-// client does, so that a broken webhook cannot exhaust memory.
+// maxResponse bounds what is read of a webhook's answer, so that a
+// broken webhook cannot exhaust memory.
 const maxResponse = 3 << 20
 
 // client is the HTTPS client of the webhooks that share a CA bundle and
