@@ -1,0 +1,183 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Audit annotation key prefixes of kube's mutating webhooks, followed by
+// round_<round>_index_<index>.
+const (
+	mutationAnnotationPrefix           = "mutation.webhook.admission.k8s.io/"
+	mutationFailedOpenAnnotationPrefix = "failed-open." + mutationAnnotationPrefix
+)
+
+// Mutate calls the mutating webhooks that match a, one after the other in
+// kube's order, each seeing the object the previous ones left. When a
+// webhook changed the object, the webhooks with reinvocationPolicy
+// IfNeeded that saw it before that change are called once more, in order,
+// as kube does. A refusal or a failure of a webhook whose failurePolicy
+// is Fail is an *apierrors.StatusError; other errors mean the webhooks
+// could not be listed.
+func (d *Dispatcher) Mutate(ctx context.Context, a *Attributes) (*Result, error) {
+	rec := &recorder{}
+	if exempt(a) {
+		return rec.result(nil), nil
+	}
+	hooks, err := d.mutatingHooks()
+	if err != nil {
+		return nil, err
+	}
+	m := &mutation{d: d, a: a, rec: rec, obj: a.Object.DeepCopy(),
+		invoked: map[string]bool{}, reinvoke: map[string]bool{}}
+	if err := m.round(ctx, hooks, 0); err != nil {
+		return nil, err
+	}
+	if m.changedInRound0 {
+		if err := m.round(ctx, hooks, 1); err != nil {
+			return nil, err
+		}
+	}
+	if a.Object == nil || equality.Semantic.DeepEqual(a.Object.Object, m.obj.Object) {
+		return rec.result(nil), nil
+	}
+	return rec.result(m.obj), nil
+}
+
+// mutation is the state of one write's mutating phase.
+type mutation struct {
+	d   *Dispatcher
+	a   *Attributes
+	rec *recorder
+	obj *unstructured.Unstructured
+	// invoked are the IfNeeded webhooks called since the object last
+	// changed; reinvoke those that a later change makes call again.
+	invoked, reinvoke map[string]bool
+	changedInRound0   bool
+}
+
+func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
+	for i, h := range hooks {
+		// Selectors see the object as the webhooks before left it.
+		current := &Attributes{Request: m.a.Request, Object: m.obj, OldObject: m.a.OldObject}
+		ok, err := m.d.matches(ctx, h, current)
+		if err != nil {
+			return err
+		}
+		// A webhook that did not match the first time is not called in
+		// the second round even if the object now matches it.
+		if !ok || (round == 1 && !m.reinvoke[h.id()]) {
+			continue
+		}
+		changed, err := m.invoke(ctx, h, current)
+		m.annotateMutation(h, round, i, changed)
+		if changed {
+			for id := range m.invoked {
+				m.reinvoke[id] = true
+			}
+			clear(m.invoked)
+			if round == 0 {
+				m.changedInRound0 = true
+			}
+		}
+		if h.reinvocationPolicy != nil && *h.reinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			m.invoked[h.id()] = true
+		}
+		if err == nil {
+			continue
+		}
+		var ce *callError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		if !h.ignoresFailures() {
+			return apierrors.NewInternalError(err)
+		}
+		m.d.cfg.Logger.WarnContext(ctx, "failed calling webhook, failing open", "webhook", h.name, "err", err)
+		m.rec.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationFailedOpenAnnotationPrefix, round, i), h.name)
+		if ctx.Err() != nil {
+			return apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
+		}
+	}
+	return nil
+}
+
+// invoke calls h and applies its patch to m.obj; it reports whether the
+// object changed.
+func (m *mutation) invoke(ctx context.Context, h *hook, a *Attributes) (bool, error) {
+	ans, err := m.d.call(ctx, h, a, m.obj, true)
+	if err != nil {
+		return false, err
+	}
+	for k, v := range ans.auditAnnotations {
+		m.rec.annotate(h.name+"/"+k, v)
+	}
+	m.rec.warn(ans.warnings)
+	if !ans.allowed {
+		return false, denied(h.name, ans.result)
+	}
+	patched, err := applyPatch(h, m.obj, ans)
+	if err != nil || patched == nil {
+		return false, err
+	}
+	changed := !equality.Semantic.DeepEqual(m.obj.Object, patched.Object)
+	m.obj = patched
+	return changed, nil
+}
+
+// applyPatch returns obj with ans's patch applied, nil when there is no
+// patch.
+func applyPatch(h *hook, obj *unstructured.Unstructured, ans *answer) (*unstructured.Unstructured, error) {
+	if len(ans.patch) == 0 {
+		return nil, nil
+	}
+	p, err := jsonpatch.DecodePatch(ans.patch)
+	if err != nil {
+		return nil, &callError{webhook: h.name, reason: fmt.Errorf("received undecodable patch in webhook response: %w", err)}
+	}
+	if len(p) == 0 {
+		return nil, nil
+	}
+	if obj == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.name))
+	}
+	if ans.patchType != admissionv1.PatchTypeJSONPatch {
+		return nil, &callError{webhook: h.name, reason: fmt.Errorf("unsupported patch type %q", ans.patchType)}
+	}
+	js, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("encoding the object to patch: %w", err))
+	}
+	patched, err := p.Apply(js)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(patched); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// annotateMutation records, as kube does, which webhook was called in
+// which round and whether it changed the object.
+func (m *mutation) annotateMutation(h *hook, round, index int, changed bool) {
+	v, err := json.Marshal(struct {
+		Configuration string `json:"configuration"`
+		Webhook       string `json:"webhook"`
+		Mutated       bool   `json:"mutated"`
+	}{h.configuration, h.name, changed})
+	if err != nil {
+		return
+	}
+	m.rec.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationAnnotationPrefix, round, index), string(v))
+}
