@@ -154,6 +154,9 @@ func Run(ctx context.Context, cfg *Config) error {
 		NATSKeys:      natsKeys,
 		NATSTokenFile: cfg.natsTokenFile,
 	}
+	for _, s := range cfg.services {
+		env.Running = append(env.Running, s.Name)
+	}
 	processes := cfg.processes()
 	// failed receives the error of a supervisor that gave up; one slot
 	// per process, so none blocks.

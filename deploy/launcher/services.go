@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -72,7 +73,14 @@ type Env struct {
 	NATSKeys string
 	// NATSTokenFile holds the token of an external NATS.
 	NATSTokenFile string
+	// Running are the names of the services this launcher runs
+	// (--services).
+	Running []string
 }
+
+// Runs reports whether the service called name runs with this launcher:
+// {{if .Runs "admission"}}.
+func (e Env) Runs(name string) bool { return slices.Contains(e.Running, name) }
 
 // NKeyFile is the NKey seed file of the service called name, or nothing
 // without NATSKeys; templates call it as {{.NKeyFile "core"}}.
@@ -181,7 +189,7 @@ func Services() []Service {
 				"--etcd-servers={{.EtcdServers}}",
 				"--api-kubeconfig={{.Data}}/core.kubeconfig",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSURL}}--admission{{end}}",
+				"{{if and .NATSURL (.Runs \"admission\")}}--admission{{end}}",
 				"{{with .NKeyFile \"core\"}}--nats-nkey-file={{.}}{{end}}",
 				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},
@@ -200,7 +208,7 @@ func Services() []Service {
 				"--etcd-servers={{.EtcdServers}}",
 				"--api-kubeconfig={{.Data}}/crd.kubeconfig",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
-				"{{if .NATSURL}}--admission{{end}}",
+				"{{if and .NATSURL (.Runs \"admission\")}}--admission{{end}}",
 				"{{with .NKeyFile \"crd\"}}--nats-nkey-file={{.}}{{end}}",
 				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",
 			},

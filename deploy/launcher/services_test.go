@@ -117,6 +117,27 @@ func TestServicesExpand(t *testing.T) {
 	}
 }
 
+// TestAdmissionOnlyWhenItRuns: core and crd ask the admission service
+// about writes only when it runs with them; without it every write would
+// fail and they would never be ready.
+func TestAdmissionOnlyWhenItRuns(t *testing.T) {
+	for _, running := range [][]string{{"admission", "core", "crd"}, {"core", "crd"}} {
+		env := Env{Ports: map[string]int{"core": 1, "crd": 2}, NATSURL: "nats://n", Running: running}
+		for _, s := range Services() {
+			if s.Name != "core" && s.Name != "crd" {
+				continue
+			}
+			args, err := s.Expand(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := slices.Contains(args, "--admission"), slices.Contains(running, "admission"); got != want {
+				t.Errorf("%s with %v running: --admission %v, want %v", s.Name, running, got, want)
+			}
+		}
+	}
+}
+
 func TestReplicaName(t *testing.T) {
 	tests := []struct {
 		i, n int

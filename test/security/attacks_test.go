@@ -55,7 +55,7 @@ func TestTenantAttacks(t *testing.T) {
 	t.Run("slow headers", w.slowHeaders)
 	t.Run("flood of watches", w.watchFlood)
 	t.Run("memory stays bounded", func(t *testing.T) {
-		for _, svc := range []string{"gateway", "core", "crd", "authn", "authz"} {
+		for _, svc := range []string{"gateway", "core", "crd", "admission", "authn", "authz"} {
 			if m := rss(t, w.sys, svc); m > 1<<30 {
 				t.Errorf("%s holds %d MiB after the attacks", svc, m>>20)
 			}
