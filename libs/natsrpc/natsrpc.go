@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,6 +70,10 @@ type Server struct {
 	mu       sync.Mutex
 	subs     []*nats.Subscription
 	draining bool
+	// stopped is set when Drain begins; from then on a request is not
+	// taken, even one NATS delivered before it learnt of the drain, so
+	// that its requester sends it to another replica.
+	stopped atomic.Bool
 	// working counts the requests taken and not yet answered.
 	working sync.WaitGroup
 }
@@ -121,6 +126,7 @@ func (s *Server) Handle(subject, queue string, h Handler) error {
 func (s *Server) Drain(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
+	s.stopped.Store(true)
 	subs := s.subs
 	s.mu.Unlock()
 	for _, sub := range subs {
@@ -164,6 +170,12 @@ func (s *Server) Drain(ctx context.Context) error {
 // is full. It runs on the subscription's delivery goroutine.
 func (s *Server) receive(m *nats.Msg, h Handler) {
 	if m.Reply == "" {
+		return
+	}
+	if s.stopped.Load() {
+		// Not acknowledged: the requester sends it again, to a replica
+		// that is not draining.
+		s.log.Debug("left a request received while draining to another replica", "subject", m.Subject)
 		return
 	}
 	received := time.Now()

@@ -279,6 +279,11 @@ func TestDrain(t *testing.T) {
 	serve(t, srv, "test.drain", func(context.Context, []byte) ([]byte, error) { return []byte("other"), nil })
 	drained := make(chan error, 1)
 	go func() { drained <- draining.Drain(context.Background()) }()
+	// A request sent before Drain began may rightly be taken by the
+	// replica about to drain; Handle refuses once Drain has begun.
+	for draining.Handle("test.drain.probe", "probe", func(context.Context, []byte) ([]byte, error) { return nil, nil }) == nil {
+		time.Sleep(time.Millisecond)
+	}
 	for range 5 {
 		out, err := natsrpc.Request(context.Background(), nc, "test.drain", nil)
 		if err != nil || string(out) != "other" {
