@@ -94,15 +94,6 @@ func createThingsCRD(t *testing.T, sys *harness.System, replicas int) {
 	}
 }
 
-// answerCut says whether err is the gateway's answer breaking off after
-// it began: the replica died after it had answered the status line, which
-// the gateway had already relayed, so it could not answer its 503
-// instead and reset the client's stream. The write's outcome is unknown,
-// as with that 503.
-func answerCut(err error) bool {
-	return strings.Contains(err.Error(), "stream error") && strings.Contains(err.Error(), "INTERNAL_ERROR")
-}
-
 // replicaDied says whether err is a write's answer from the gateway when
 // the crd replica handling it was unreachable or died: a client sends the
 // write again.

@@ -58,7 +58,7 @@ func TestInformerSurvivesRestarts(t *testing.T) {
 
 	var resent atomic.Int64
 	retriable := func(err error) bool {
-		return backendUnreachable(err) || connectionLost(err)
+		return backendUnreachable(err) || answerCut(err) || connectionLost(err)
 	}
 	w := newWriter(clientset(t, cfg), namespace, retriable, &resent)
 	var acked atomic.Int64

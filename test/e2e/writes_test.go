@@ -56,6 +56,15 @@ func backendUnreachable(err error) bool {
 	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), "error trying to reach service")
 }
 
+// answerCut says whether err is the gateway's answer breaking off after
+// it began: the replica died after it had answered the status line, which
+// the gateway had already relayed, so it could not answer its 503
+// instead and reset the client's stream. The write's outcome is unknown,
+// as with that 503.
+func answerCut(err error) bool {
+	return strings.Contains(err.Error(), "stream error") && strings.Contains(err.Error(), "INTERNAL_ERROR")
+}
+
 // connectionLost says whether err is the client's connection failing
 // before or while a request was answered: the gateway process is down or
 // died. client-go sends GETs again itself; writes are sent again by the
