@@ -7,13 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"kplane.dev/test/e2e/harness"
@@ -166,7 +164,7 @@ func BenchmarkCustomResources(b *testing.B) {
 				if obj, err = c.Namespace("default").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 					b.Fatal(err)
 				}
-				waitModified(b, w, obj.GetResourceVersion())
+				waitEvent(b, w, obj.GetResourceVersion())
 			}
 		}},
 	}
@@ -176,30 +174,6 @@ func BenchmarkCustomResources(b *testing.B) {
 				runs++
 				op.run(b, dyn.Resource(k.gvr), k, "bench-"+strconv.Itoa(runs))
 			})
-		}
-	}
-}
-
-// waitModified reads w until the modification at rv arrives, for at most
-// eventTimeout.
-func waitModified(b *testing.B, w watch.Interface, rv string) {
-	b.Helper()
-	timeout := time.NewTimer(eventTimeout)
-	defer timeout.Stop()
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				b.Fatalf("watch ended before the event at rv %s", rv)
-			}
-			if ev.Type == watch.Error {
-				b.Fatalf("watch error: %v", ev.Object)
-			}
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type == watch.Modified && u.GetResourceVersion() == rv {
-				return
-			}
-		case <-timeout.C:
-			b.Fatalf("no event at rv %s after %v", rv, eventTimeout)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -179,7 +180,7 @@ func waitEvent(b *testing.B, w watch.Interface, rv string) {
 			if ev.Type == watch.Error {
 				b.Fatalf("watch error: %v", ev.Object)
 			}
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Modified && cm.ResourceVersion == rv {
+			if m, err := meta.Accessor(ev.Object); err == nil && ev.Type == watch.Modified && m.GetResourceVersion() == rv {
 				return
 			}
 		case <-timeout.C:
