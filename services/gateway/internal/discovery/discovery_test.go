@@ -253,3 +253,23 @@ func TestBackendChangeWithoutRouteChange(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestChangeMetBySyncIsReported shows a change that a sync meets before
+// any check does (the interval's sync, a Refresh, Run's first) is
+// reported all the same: otherwise the OpenAPI documents would miss it.
+func TestChangeMetBySyncIsReported(t *testing.T) {
+	changes := 0
+	f := start(t, gwdiscovery.WithInterval(time.Hour), gwdiscovery.WithCheckInterval(time.Hour),
+		gwdiscovery.WithOnChange(func() { changes++ }))
+	f.sync(t)
+	if changes != 0 {
+		t.Fatalf("%d changes reported with the backends unchanged, want 0", changes)
+	}
+	if err := f.widgets.Server.Replace(nil); err != nil {
+		t.Fatalf("replace the backend's resources: %v", err)
+	}
+	f.sync(t)
+	if changes != 1 {
+		t.Errorf("%d changes reported after the backend's documents changed, want 1", changes)
+	}
+}

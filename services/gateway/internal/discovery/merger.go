@@ -39,8 +39,9 @@ func WithInterval(d time.Duration) Option { return func(m *Merger) { m.interval 
 // this is what keeps the gateway as quick for crd's.
 func WithCheckInterval(d time.Duration) Option { return func(m *Merger) { m.checkInterval = d } }
 
-// WithOnChange sets what is called when a check finds a backend's
-// documents changed, such as refreshing the OpenAPI documents too.
+// WithOnChange sets what is called when a sync finds a backend's
+// aggregated documents changed since the previous one, such as
+// refreshing the OpenAPI documents too.
 func WithOnChange(f func()) Option { return func(m *Merger) { m.onChange = f } }
 
 // WithTimeout bounds one fetch from one backend.
@@ -58,7 +59,7 @@ type Merger struct {
 	log      *slog.Logger
 	refresh  chan struct{}
 	// checkInterval spaces the checks of the backends' ETags; onChange is
-	// called when one finds a change.
+	// called when a sync meets a change.
 	checkInterval time.Duration
 	onChange      func()
 
@@ -130,6 +131,19 @@ func (m *Merger) Run(ctx context.Context) error {
 // serves their merge. A backend that fails is left out and logged; the
 // error is only for documents that cannot be encoded.
 func (m *Merger) Sync(ctx context.Context) error {
+	changed, err := m.sync(ctx)
+	if changed && m.onChange != nil {
+		m.onChange()
+	}
+	return err
+}
+
+// sync is Sync under the lock; it reports whether a backend's aggregated
+// documents differ from those of the previous sync. The check between
+// syncs only says a sync is due: a sync that runs for another reason (the
+// interval, a Refresh, Run's first) may be the one that meets the change,
+// and the OpenAPI documents must follow it all the same.
+func (m *Merger) sync(ctx context.Context) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
@@ -146,6 +160,7 @@ func (m *Merger) Sync(ctx context.Context) error {
 		resMu   sync.Mutex
 		newCore = map[string]*aggregatedCache{}
 		newApis = map[string]*aggregatedCache{}
+		changed bool
 	)
 	for key, routes := range byBackend {
 		wg.Add(1)
@@ -159,6 +174,9 @@ func (m *Merger) Sync(ctx context.Context) error {
 				return
 			}
 			newCore[key], newApis[key], results[key] = core, apis, docs
+			// fetch.aggregated keeps the cached value when the backend
+			// answers 304, so a new value after an old one is a change.
+			changed = changed || (m.core[key] != nil && core != m.core[key]) || (m.apis[key] != nil && apis != m.apis[key])
 		}()
 	}
 	wg.Wait()
@@ -182,10 +200,10 @@ func (m *Merger) Sync(ctx context.Context) error {
 	}
 	d, err := build(entries)
 	if err != nil {
-		return err
+		return changed, err
 	}
 	m.docs.Store(d)
-	return nil
+	return changed, nil
 }
 
 // fetchBackend reads the aggregated documents a backend's routes need and
@@ -245,9 +263,6 @@ func (m *Merger) wait(ctx context.Context, interval, check <-chan time.Time) boo
 			return true
 		case <-check:
 			if m.changed(ctx) {
-				if m.onChange != nil {
-					m.onChange()
-				}
 				return true
 			}
 		}
