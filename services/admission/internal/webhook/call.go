@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // callError is a webhook that could not be asked or gave no usable
@@ -71,7 +73,7 @@ func denied(webhook string, result *metav1.Status) *apierrors.StatusError {
 
 // call asks h about a with obj as the object, and returns its answer, a
 // *callError, or a status error that no failurePolicy overrides.
-func (d *Dispatcher) call(ctx context.Context, h *hook, a *Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
+func (d *Dispatcher) call(ctx context.Context, h *hook, a *review.Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
 	if a.Request.DryRun != nil && *a.Request.DryRun {
 		if h.sideEffects == nil {
 			return nil, &callError{webhook: h.name, reason: errors.New("Webhook SideEffects is nil")}
@@ -81,7 +83,7 @@ func (d *Dispatcher) call(ctx context.Context, h *hook, a *Attributes, obj *unst
 		}
 	}
 	uid := uuid.NewUUID()
-	version, body, err := review(h.reviewVersions, uid, a, obj)
+	version, body, err := encodeReview(h.reviewVersions, uid, a, obj)
 	if err != nil {
 		return nil, &callError{webhook: h.name, reason: fmt.Errorf("could not create admission objects: %w", err)}
 	}
@@ -110,10 +112,10 @@ func (d *Dispatcher) call(ctx context.Context, h *hook, a *Attributes, obj *unst
 	return ans, nil
 }
 
-// review encodes the AdmissionReview of the first version h accepts, as
+// encodeReview encodes the AdmissionReview of the first version h accepts, as
 // kube does, each call with its own uid so that a webhook can tell a
 // reinvocation from a retry.
-func review(versions []string, uid types.UID, a *Attributes, obj *unstructured.Unstructured) (string, []byte, error) {
+func encodeReview(versions []string, uid types.UID, a *review.Attributes, obj *unstructured.Unstructured) (string, []byte, error) {
 	req := a.Request.DeepCopy()
 	req.UID = uid
 	req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{}

@@ -10,15 +10,14 @@ import (
 	celtypes "github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apiserver/pkg/admission"
 	celplugin "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // matchCondition is a webhook's matchCondition as kube's CEL library reads
@@ -69,11 +68,11 @@ func (c *conditions) evaluator(mcs []admissionregistrationv1.MatchCondition) cel
 // condition that fails to evaluate refuses the write when h's
 // failurePolicy is Fail (the default), with kube's Forbidden, and skips h
 // when it is Ignore; a false condition skips h whatever the errors.
-func (d *Dispatcher) matchConditions(ctx context.Context, h *hook, a *Attributes) (bool, error) {
+func (d *Dispatcher) matchConditions(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
 	if len(h.matchConditions) == 0 {
 		return true, nil
 	}
-	va, err := versionedAttributes(a)
+	va, err := a.Versioned()
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("preparing the matchConditions of webhook %q: %w", h.name, err))
 	}
@@ -100,33 +99,4 @@ func (d *Dispatcher) matchConditions(ctx context.Context, h *hook, a *Attributes
 	}
 	gr := schema.GroupResource{Group: a.Request.Resource.Group, Resource: a.Request.Resource.Resource}
 	return false, apierrors.NewForbidden(gr, a.Request.Name, utilerrors.NewAggregate(errs))
-}
-
-// versionedAttributes are a's attributes as kube's CEL library reads
-// them.
-func versionedAttributes(a *Attributes) (*admission.VersionedAttributes, error) {
-	r := a.Request
-	var obj, old, options runtime.Object
-	if a.Object != nil {
-		obj = a.Object
-	}
-	if a.OldObject != nil {
-		old = a.OldObject
-	}
-	if len(r.Options.Raw) > 0 {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(r.Options.Raw); err != nil {
-			return nil, fmt.Errorf("decoding the request's options: %w", err)
-		}
-		options = u
-	}
-	extra := map[string][]string{}
-	for k, v := range r.UserInfo.Extra {
-		extra[k] = v
-	}
-	u := &user.DefaultInfo{Name: r.UserInfo.Username, UID: r.UserInfo.UID, Groups: r.UserInfo.Groups, Extra: extra}
-	kind := schema.GroupVersionKind(r.Kind)
-	attrs := admission.NewAttributesRecord(obj, old, kind, r.Namespace, r.Name, schema.GroupVersionResource(r.Resource),
-		r.SubResource, admission.Operation(r.Operation), options, r.DryRun != nil && *r.DryRun, u)
-	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old)}, nil
 }

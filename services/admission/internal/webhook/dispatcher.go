@@ -9,25 +9,11 @@ import (
 	"sort"
 	"sync"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
-
-// Attributes are one write as the webhooks see it.
-type Attributes struct {
-	// Request carries everything but the objects: uid, kind, resource,
-	// subresource, request kind and resource, name, namespace,
-	// operation, user, dryRun and options. Its Object and OldObject are
-	// ignored; the ones below are sent.
-	Request *admissionv1.AdmissionRequest
-	// Object is the object being written; nil for a delete.
-	Object *unstructured.Unstructured
-	// OldObject is the object being replaced; nil for a create.
-	OldObject *unstructured.Unstructured
-}
 
 // Configurations are the webhook configurations in force, usually an
 // informer's lister.

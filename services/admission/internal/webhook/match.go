@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 var namespacesResource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -18,7 +20,7 @@ var namespacesResource = metav1.GroupVersionResource{Version: "v1", Resource: "n
 // exempt says whether a write is to a webhook or policy configuration,
 // which kube never sends to webhooks so that a broken webhook cannot
 // prevent its own repair.
-func exempt(a *Attributes) bool {
+func exempt(a *review.Attributes) bool {
 	k := a.Request.Kind
 	if k.Group != admissionregistrationv1.GroupName {
 		return false
@@ -36,7 +38,7 @@ func exempt(a *Attributes) bool {
 // selectors first, but their errors count only for a webhook whose rules
 // match, so that a missing namespace fails no write a webhook would not
 // see anyway.
-func (d *Dispatcher) matches(ctx context.Context, h *hook, a *Attributes) (bool, error) {
+func (d *Dispatcher) matches(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
 	nsMatch, nsErr := d.matchNamespace(ctx, h, a)
 	if !nsMatch && nsErr == nil {
 		return false, nil
@@ -66,7 +68,7 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-func (d *Dispatcher) matchNamespace(ctx context.Context, h *hook, a *Attributes) (bool, error) {
+func (d *Dispatcher) matchNamespace(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
 	r := a.Request
 	if r.Namespace == "" && r.Resource.Resource != namespacesResource.Resource {
 		return true, nil
@@ -106,7 +108,7 @@ func (d *Dispatcher) matchNamespace(ctx context.Context, h *hook, a *Attributes)
 // matchObject matches the new object's labels or the old one's, so that a
 // webhook sees both the write that gives an object its labels and the one
 // that takes them away.
-func matchObject(h *hook, a *Attributes) (bool, error) {
+func matchObject(h *hook, a *review.Attributes) (bool, error) {
 	sel, err := selector(h.objectSelector)
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("parsing the objectSelector of webhook %q: %w", h.name, err))

@@ -8,6 +8,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 func TestMatch(t *testing.T) {
@@ -23,9 +25,9 @@ func TestMatch(t *testing.T) {
 	star := []string{"*"}
 	core := []string{""}
 	v1 := []string{"v1"}
-	podStatus := func(a *Attributes) { a.Request.SubResource = "status"; a.Request.Operation = admissionv1.Update }
-	namespace := func(labels map[string]string) func(*Attributes) {
-		return func(a *Attributes) {
+	podStatus := func(a *review.Attributes) { a.Request.SubResource = "status"; a.Request.Operation = admissionv1.Update }
+	namespace := func(labels map[string]string) func(*review.Attributes) {
+		return func(a *review.Attributes) {
 			a.Request.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 			a.Request.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 			// kube gives a namespace's request its own name as namespace.
@@ -45,7 +47,7 @@ func TestMatch(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		webhook func(*admissionregistrationv1.ValidatingWebhook)
-		request func(*Attributes)
+		request func(*review.Attributes)
 		called  bool
 	}{
 		{name: "exact rule", webhook: rule(create, core, v1, []string{"pods"}, admissionregistrationv1.NamespacedScope), called: true},
@@ -73,8 +75,8 @@ func TestMatch(t *testing.T) {
 			rule(all, core, v1, []string{"namespaces"}, "*")(w)
 			nsSelector("dev")(w)
 		}, request: namespace(map[string]string{"env": "prod"})},
-		{name: "object selector matches the object", webhook: objSelector, request: func(a *Attributes) { a.Object.SetLabels(map[string]string{"app": "web"}) }, called: true},
-		{name: "object selector matches the old object", webhook: objSelector, request: func(a *Attributes) {
+		{name: "object selector matches the object", webhook: objSelector, request: func(a *review.Attributes) { a.Object.SetLabels(map[string]string{"app": "web"}) }, called: true},
+		{name: "object selector matches the old object", webhook: objSelector, request: func(a *review.Attributes) {
 			a.Request.Operation = admissionv1.Update
 			a.OldObject = pod(map[string]string{"app": "web"})
 		}, called: true},

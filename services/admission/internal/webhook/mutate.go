@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // Audit annotation key prefixes of kube's mutating webhooks, followed by
@@ -28,7 +30,7 @@ const (
 // as kube does. A refusal or a failure of a webhook whose failurePolicy
 // is Fail is an *apierrors.StatusError; other errors mean the webhooks
 // could not be listed.
-func (d *Dispatcher) Mutate(ctx context.Context, a *Attributes) (*Result, error) {
+func (d *Dispatcher) Mutate(ctx context.Context, a *review.Attributes) (*Result, error) {
 	rec := &recorder{}
 	if exempt(a) {
 		return rec.result(nil), nil
@@ -56,7 +58,7 @@ func (d *Dispatcher) Mutate(ctx context.Context, a *Attributes) (*Result, error)
 // mutation is the state of one write's mutating phase.
 type mutation struct {
 	d   *Dispatcher
-	a   *Attributes
+	a   *review.Attributes
 	rec *recorder
 	obj *unstructured.Unstructured
 	// invoked are the IfNeeded webhooks called since the object last
@@ -68,7 +70,7 @@ type mutation struct {
 func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 	for i, h := range hooks {
 		// Selectors see the object as the webhooks before left it.
-		current := &Attributes{Request: m.a.Request, Object: m.obj, OldObject: m.a.OldObject}
+		current := &review.Attributes{Request: m.a.Request, Object: m.obj, OldObject: m.a.OldObject}
 		ok, err := m.d.matches(ctx, h, current)
 		if err != nil {
 			return err
@@ -113,7 +115,7 @@ func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 
 // invoke calls h and applies its patch to m.obj; it reports whether the
 // object changed.
-func (m *mutation) invoke(ctx context.Context, h *hook, a *Attributes) (bool, error) {
+func (m *mutation) invoke(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
 	ans, err := m.d.call(ctx, h, a, m.obj, true)
 	if err != nil {
 		return false, err

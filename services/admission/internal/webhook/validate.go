@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // validatingFailedOpenAnnotationPrefix is kube's audit annotation key
@@ -17,7 +19,7 @@ const validatingFailedOpenAnnotationPrefix = "failed-open.validating.webhook.adm
 // Validate calls the validating webhooks that match a, all at once as
 // kube does. When several refuse, the first refusal to arrive is
 // returned. Errors are as Mutate's.
-func (d *Dispatcher) Validate(ctx context.Context, a *Attributes) (*Result, error) {
+func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*Result, error) {
 	rec := &recorder{}
 	if exempt(a) {
 		return rec.result(nil), nil
@@ -59,7 +61,7 @@ func (d *Dispatcher) Validate(ctx context.Context, a *Attributes) (*Result, erro
 	return rec.result(nil), nil
 }
 
-func (d *Dispatcher) validate(ctx context.Context, h *hook, index int, a *Attributes, rec *recorder) error {
+func (d *Dispatcher) validate(ctx context.Context, h *hook, index int, a *review.Attributes, rec *recorder) error {
 	ans, err := d.call(ctx, h, a, a.Object, false)
 	var ce *callError
 	if errors.As(err, &ce) {

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kplane.dev/libs/pki"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // serviceName is the service the test webhooks' certificate is issued
@@ -196,8 +198,8 @@ func pod(labels map[string]string) *unstructured.Unstructured {
 }
 
 // createPod is the create of pod p in namespace prod.
-func createPod(obj *unstructured.Unstructured) *Attributes {
-	return &Attributes{
+func createPod(obj *unstructured.Unstructured) *review.Attributes {
+	return &review.Attributes{
 		Request: &admissionv1.AdmissionRequest{
 			UID:       "request-uid",
 			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},

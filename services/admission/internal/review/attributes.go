@@ -1,0 +1,54 @@
+package review
+
+import (
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+)
+
+// Attributes are one write as the admission steps see it.
+type Attributes struct {
+	// Request carries everything but the objects: uid, kind, resource,
+	// subresource, request kind and resource, name, namespace,
+	// operation, user, dryRun and options. Its Object and OldObject are
+	// ignored; the ones below are what the steps read.
+	Request *admissionv1.AdmissionRequest
+	// Object is the object being written; nil for a delete.
+	Object *unstructured.Unstructured
+	// OldObject is the object being replaced; nil for a create.
+	OldObject *unstructured.Unstructured
+}
+
+// Versioned returns a's attributes as kube's admission and CEL libraries
+// read them.
+func (a *Attributes) Versioned() (*admission.VersionedAttributes, error) {
+	r := a.Request
+	var obj, old, options runtime.Object
+	if a.Object != nil {
+		obj = a.Object
+	}
+	if a.OldObject != nil {
+		old = a.OldObject
+	}
+	if len(r.Options.Raw) > 0 {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(r.Options.Raw); err != nil {
+			return nil, fmt.Errorf("decoding the request's options: %w", err)
+		}
+		options = u
+	}
+	extra := map[string][]string{}
+	for k, v := range r.UserInfo.Extra {
+		extra[k] = v
+	}
+	u := &user.DefaultInfo{Name: r.UserInfo.Username, UID: r.UserInfo.UID, Groups: r.UserInfo.Groups, Extra: extra}
+	kind := schema.GroupVersionKind(r.Kind)
+	attrs := admission.NewAttributesRecord(obj, old, kind, r.Namespace, r.Name, schema.GroupVersionResource(r.Resource),
+		r.SubResource, admission.Operation(r.Operation), options, r.DryRun != nil && *r.DryRun, u)
+	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old)}, nil
+}
