@@ -167,6 +167,9 @@ func Run(ctx context.Context, cfg *Config) error {
 			started[i]()
 		}
 	}()
+	// last are the processes whose readiness needs services started
+	// after them.
+	var last []*supervisor
 	for _, p := range processes {
 		sup, err := cfg.supervisor(p, env, certs)
 		if err != nil {
@@ -186,16 +189,17 @@ func Run(ctx context.Context, cfg *Config) error {
 			<-done
 			cfg.log.Info("service stopped", "service", p.name)
 		})
-		timeout := time.NewTimer(cfg.readyTimeout)
-		select {
-		case <-sup.ready:
-			timeout.Stop()
-		case err := <-failed:
+		if p.service.ReadyLast {
+			last = append(last, sup)
+			continue
+		}
+		if err := awaitReady(ctx, cfg, p.name, sup, failed); err != nil || ctx.Err() != nil {
 			return err
-		case <-ctx.Done():
-			return nil
-		case <-timeout.C:
-			return fmt.Errorf("%s not ready after %v (see %s)", p.name, cfg.readyTimeout, sup.logPath)
+		}
+	}
+	for _, sup := range last {
+		if err := awaitReady(ctx, cfg, sup.name, sup, failed); err != nil || ctx.Err() != nil {
+			return err
 		}
 	}
 
@@ -208,6 +212,23 @@ func Run(ctx context.Context, cfg *Config) error {
 		relative(kubeconfig), relative(filepath.Join(cfg.dataDir, logsDir)))
 
 	return wait(ctx, cfg, failed)
+}
+
+// awaitReady returns once sup's process is ready, with an error when a
+// service gave up or it is not ready in time, or nil when ctx ends.
+func awaitReady(ctx context.Context, cfg *Config, name string, sup *supervisor, failed <-chan error) error {
+	timeout := time.NewTimer(cfg.readyTimeout)
+	defer timeout.Stop()
+	select {
+	case <-sup.ready:
+		return nil
+	case err := <-failed:
+		return err
+	case <-ctx.Done():
+		return nil
+	case <-timeout.C:
+		return fmt.Errorf("%s not ready after %v (see %s)", name, cfg.readyTimeout, sup.logPath)
+	}
 }
 
 // wait returns when ctx ends or a service gives up.

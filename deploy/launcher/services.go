@@ -30,6 +30,9 @@ type Service struct {
 	// Scalable services may run as several processes (--<name>-replicas)
 	// on consecutive ports from their port; ReplicaName names them.
 	Scalable bool
+	// ReadyLast services are started in order but waited for after the
+	// rest: their readiness needs services started after them.
+	ReadyLast bool
 	// Identity, for a service that calls the API, is who it is: the
 	// launcher issues it a client certificate and writes
 	// ServiceKubeconfig(data, name) pointing at the public service.
@@ -158,12 +161,18 @@ func Services() []Service {
 	return []Service{
 		{
 			// Admission comes first: core's and crd's writes, their own
-			// at start included, ask it.
-			Name:     "admission",
-			Binary:   "kplane-admission",
-			Port:     6480,
-			Scalable: true,
+			// at start included, ask it. It is ready once it has read
+			// the webhooks and policies through the gateway, so it is
+			// waited for last; until then it admits only core's and
+			// crd's own writes.
+			Name:      "admission",
+			Binary:    "kplane-admission",
+			Port:      6480,
+			Scalable:  true,
+			ReadyLast: true,
+			Identity:  &Identity{User: "system:kplane-admission", Groups: []string{AdminGroup}},
 			Args: []string{
+				"{{if .Runs \"gateway\"}}--kubeconfig={{.Data}}/admission.kubeconfig{{end}}",
 				"--listen-address=127.0.0.1:{{.ReplicaPort \"admission\"}}",
 				"--tls-cert-file={{.PKI}}/admission.crt",
 				"--tls-private-key-file={{.PKI}}/admission.key",

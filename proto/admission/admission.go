@@ -47,4 +47,8 @@ type Verdict struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// AuditAnnotations are added to the write's audit event.
 	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
+	// Unsynced says the replica has not yet read its configuration and
+	// decided nothing: the requester asks again, so that another replica
+	// may answer.
+	Unsynced bool `json:"unsynced,omitempty"`
 }

@@ -14,4 +14,11 @@
 // webhook receives them unchanged. The reply is a Verdict. An error reply
 // (the service could not decide) carries HeaderError; a storage service
 // fails the write closed with 503 then.
+//
+// A replica that has not yet read the admission configuration cannot
+// know what would match a write, so it decides nothing and answers
+// Unsynced; the requester asks again a few times, then fails the write
+// closed with 503. The writes a storage service makes of itself at start,
+// before any replica could have read the configuration through the
+// gateway, are the exception: a replica admits them unasked.
 package admission

@@ -35,6 +35,13 @@ var (
 	_ rest.ValidatingAdmission = (*Admission)(nil)
 )
 
+// unsyncedAttempts bounds how often a phase is asked when the replicas
+// answering have not read their configuration: with one replica of two
+// still starting, three asks all meet it one time in eight; a write at
+// the start of the whole system fails soon rather than waiting out its
+// timeout.
+const unsyncedAttempts = 3
+
 // New asks over nc, waiting up to timeout for each phase.
 func New(nc *nats.Conn, timeout time.Duration) *Admission {
 	return &Admission{conn: nc, timeout: timeout}
@@ -79,13 +86,25 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var v admission.Verdict
-	// A phase may call webhooks with side effects: it is sent again only
-	// when no replica received it.
-	if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v); err != nil {
-		if _, ok := err.(apierrors.APIStatus); ok {
+	for attempt := 1; ; attempt++ {
+		v = admission.Verdict{}
+		// A phase may call webhooks with side effects: it is sent again
+		// only when no replica received it, or when the one that did
+		// decided nothing.
+		if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v); err != nil {
+			if _, ok := err.(apierrors.APIStatus); ok {
+				return nil, err
+			}
+			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("admission could not be asked: %v", err))
+		}
+		if !v.Unsynced {
+			break
+		}
+		if attempt == unsyncedAttempts {
+			err := apierrors.NewServiceUnavailable("admission is not ready: it has not yet read the webhook configurations and admission policies")
+			err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
 			return nil, err
 		}
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("admission could not be asked: %v", err))
 	}
 	for _, w := range v.Warnings {
 		warning.AddWarning(ctx, "", w)

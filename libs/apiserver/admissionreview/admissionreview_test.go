@@ -136,3 +136,34 @@ func TestFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsynced shows a phase is asked again when the replica that took it
+// had not read its configuration, and that a write no replica decides
+// fails closed with 503 and a retry hint, not a guess that nothing
+// matched.
+func TestUnsynced(t *testing.T) {
+	ns := natstest.Start(t)
+	asks := 0
+	serve(t, ns, func(string, *admission.Review) admission.Verdict {
+		asks++
+		if asks == 2 {
+			return admission.Verdict{Allowed: true, Warnings: []string{"decided"}}
+		}
+		return admission.Verdict{Unsynced: true}
+	})
+	a := admissionreview.New(ns.Connect(t), 5*time.Second)
+	rec := &recorder{}
+	if err := a.Admit(warning.WithWarningRecorder(context.Background(), rec), configMapWrite()); err != nil {
+		t.Fatalf("admit after one unsynced answer: %v", err)
+	}
+	if asks != 2 || len(rec.texts) != 1 {
+		t.Fatalf("asked %d times with warnings %q, want 2 asks and the deciding replica's warning", asks, rec.texts)
+	}
+
+	asks = 2
+	err := a.Validate(context.Background(), configMapWrite())
+	st, ok := err.(apierrors.APIStatus)
+	if !ok || st.Status().Code != http.StatusServiceUnavailable || st.Status().Details == nil || st.Status().Details.RetryAfterSeconds != 1 {
+		t.Fatalf("validate with every answer unsynced: %v, want 503 with retry after 1s", err)
+	}
+}

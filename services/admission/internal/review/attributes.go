@@ -24,6 +24,16 @@ type Attributes struct {
 	OldObject *unstructured.Unstructured
 }
 
+// Result is what the steps of one phase added to a write they let
+// through.
+type Result struct {
+	// Object is the object after the mutating steps; nil when they left
+	// it unchanged, and always nil from validation.
+	Object           *unstructured.Unstructured
+	Warnings         []string
+	AuditAnnotations map[string]string
+}
+
 // Versioned returns a's attributes as kube's admission and CEL libraries
 // read them.
 func (a *Attributes) Versioned() (*admission.VersionedAttributes, error) {

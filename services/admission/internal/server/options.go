@@ -2,12 +2,16 @@ package server
 
 import (
 	goflag "flag"
+	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/serviceresolver"
 	"kplane.dev/libs/serving"
 )
 
@@ -22,11 +26,26 @@ var service = serving.Service{
 type Options struct {
 	serving.Options
 	NATS natsrpc.ConnOptions
+	// Kubeconfig reaches the API (through the gateway) for the informers
+	// of the webhook configurations, policies and namespaces; empty means
+	// nothing is configurable and every write is admitted.
+	Kubeconfig string
+	// StartUsers are admitted unasked until the configuration is read.
+	StartUsers []string
+	// ServiceMap resolves webhook services statically; empty resolves
+	// https://<name>.<namespace>.svc:<port>.
+	ServiceMap []string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Options: serving.NewOptions(service)}
+	return &Options{
+		Options: serving.NewOptions(service),
+		// The users the other services write as at start: core's and
+		// crd's loopbacks and controllers, and the gateway registering
+		// the built-in APIServices.
+		StartUsers: []string{"system:kplane:core", "system:kplane:crd", "system:kplane-core", "system:kplane-crd", "system:kplane-gateway"},
+	}
 }
 
 // AddFlags binds o to fs.
@@ -35,18 +54,28 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	nats := goflag.NewFlagSet("nats", goflag.ContinueOnError)
 	o.NATS.AddFlags(nats, "the admission reviews are served on")
 	fs.AddGoFlagSet(nats)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API (the gateway) the webhook configurations, admission policies and namespaces are read from; empty: nothing is configurable and every write is admitted")
+	fs.StringSliceVar(&o.StartUsers, "start-users", o.StartUsers, "users whose writes are admitted unasked until the configuration has been read: the storage services' own writes at start, made before the gateway serves")
+	fs.StringSliceVar(&o.ServiceMap, "service-map", o.ServiceMap, "where webhook services live, namespace/name=https://host:port, repeated or comma-separated; empty resolves https://<name>.<namespace>.svc:<port>")
 }
 
 // Validate reports every problem with o.
 func (o *Options) Validate() []error {
-	return append(o.Options.Validate(), o.NATS.Validate(true)...)
+	errs := append(o.Options.Validate(), o.NATS.Validate(true)...)
+	if _, err := serviceresolver.ParseMap(o.ServiceMap); err != nil {
+		errs = append(errs, fmt.Errorf("--service-map: %w", err))
+	}
+	return errs
 }
 
 // Config is what a Server is built from.
 type Config struct {
-	serving *serving.Config
-	nats    natsrpc.ConnOptions
-	log     *slog.Logger
+	serving    *serving.Config
+	nats       natsrpc.ConnOptions
+	log        *slog.Logger
+	api        *rest.Config
+	startUsers []string
+	resolver   serviceresolver.Resolver
 }
 
 // Config validates o and returns the configuration of a Server that logs
@@ -56,5 +85,18 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{serving: sc, nats: o.NATS, log: sc.Log}, nil
+	c := &Config{serving: sc, nats: o.NATS, log: sc.Log, startUsers: o.StartUsers, resolver: serviceresolver.DNS{}}
+	if o.Kubeconfig != "" {
+		if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("read --kubeconfig: %w", err)
+		}
+	}
+	if len(o.ServiceMap) > 0 {
+		m, err := serviceresolver.ParseMap(o.ServiceMap)
+		if err != nil {
+			return nil, fmt.Errorf("parse --service-map: %w", err)
+		}
+		c.resolver = m.Or(serviceresolver.DNS{})
+	}
+	return c, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,11 +14,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/admission"
+	"kplane.dev/services/admission/internal/chain"
+	"kplane.dev/services/admission/internal/feed"
+	"kplane.dev/services/admission/internal/webhook"
 )
 
 // Chain decides one phase of a write.
@@ -28,13 +33,16 @@ type Chain interface {
 
 // Server is one replica of the admission service.
 type Server struct {
-	cfg      *Config
-	log      *slog.Logger
-	nats     *nats.Conn
-	ln       net.Listener
-	http     *http.Server
-	rpc      *natsrpc.Server
-	chain    Chain
+	cfg   *Config
+	log   *slog.Logger
+	nats  *nats.Conn
+	ln    net.Listener
+	http  *http.Server
+	rpc   *natsrpc.Server
+	chain Chain
+	// feed follows the configuration; nil without an API to read it
+	// from.
+	feed     *feed.Feed
 	registry *prometheus.Registry
 	// steps observes each phase as kube's
 	// apiserver_admission_step_admission_duration_seconds does.
@@ -44,7 +52,7 @@ type Server struct {
 
 // New builds a replica from cfg; Run serves it.
 func New(cfg *Config) (*Server, error) {
-	s := &Server{cfg: cfg, log: cfg.log, chain: allowAll{}, registry: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: cfg.log, registry: prometheus.NewRegistry()}
 	s.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_admission_step_admission_duration_seconds",
 		Help:    "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
@@ -52,6 +60,9 @@ func New(cfg *Config) (*Server, error) {
 	}, []string{"type", "operation", "rejected"})
 	if err := s.registry.Register(s.steps); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	if err := s.buildChain(); err != nil {
+		return nil, err
 	}
 	nc, err := cfg.nats.Connect("kplane-admission")
 	if err != nil {
@@ -70,16 +81,31 @@ func New(cfg *Config) (*Server, error) {
 	return s, nil
 }
 
-// allowAll is the chain when nothing that could refuse or change a write
-// is configured.
-type allowAll struct{}
-
-func (allowAll) Mutate(context.Context, *admission.Review) (*admission.Verdict, error) {
-	return &admission.Verdict{Allowed: true}, nil
-}
-
-func (allowAll) Validate(context.Context, *admission.Review) (*admission.Verdict, error) {
-	return &admission.Verdict{Allowed: true}, nil
+// buildChain builds the steps over the configuration the feed follows.
+func (s *Server) buildChain() error {
+	if s.cfg.api == nil {
+		s.log.Warn("no --kubeconfig: no webhook or policy can be configured, every write is admitted")
+		c, err := chain.New(chain.Config{Synced: func() bool { return true }})
+		s.chain = c
+		return err
+	}
+	client, err := kubernetes.NewForConfig(s.cfg.api)
+	if err != nil {
+		return fmt.Errorf("build the API client: %w", err)
+	}
+	s.feed = feed.New(client, s.log)
+	webhooks, err := webhook.New(webhook.Config{Configurations: s.feed, Namespaces: s.feed, Resolver: s.cfg.resolver, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	c, err := chain.New(chain.Config{
+		Synced:     s.feed.HasSynced,
+		StartUsers: s.cfg.startUsers,
+		Mutators:   []chain.Mutator{webhooks},
+		Validators: []chain.Validator{webhooks},
+	})
+	s.chain = c
+	return err
 }
 
 // handler serves health and metrics.
@@ -96,7 +122,7 @@ func (s *Server) handler() http.Handler {
 	for endpoint, checks := range map[string][]healthz.Checker{
 		"healthz": {ping, healthz.Log(), natsCheck},
 		"livez":   {ping, healthz.Log()},
-		"readyz":  {ping, healthz.Log(), natsCheck, s.shutdown.Check()},
+		"readyz":  {ping, healthz.Log(), natsCheck, s.configCheck(), s.shutdown.Check()},
 	} {
 		h := echo.WrapHandler(healthz.Handler(endpoint, checks...))
 		e.GET("/"+endpoint, h)
@@ -104,6 +130,17 @@ func (s *Server) handler() http.Handler {
 	}
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 	return e
+}
+
+// configCheck fails until the configuration has been read: a replica
+// that has not read it decides nothing.
+func (s *Server) configCheck() healthz.Checker {
+	return healthz.NamedCheck("admission-configuration", func(*http.Request) error {
+		if s.feed != nil && !s.feed.HasSynced() {
+			return errors.New("webhook configurations and admission policies not yet read")
+		}
+		return nil
+	})
 }
 
 // Addr is the address the server listens on.
@@ -127,7 +164,20 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("admitting")
-	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	if s.feed == nil {
+		return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	}
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	feedDone := make(chan error, 1)
+	go func() { feedDone <- s.feed.Run(feedCtx) }()
+	err := serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	// The feed outlives the drain: the reviews that finish during it
+	// still read the configuration.
+	stopFeed()
+	if ferr := <-feedDone; ferr != nil && err == nil {
+		err = fmt.Errorf("follow the admission configuration: %w", ferr)
+	}
+	return err
 }
 
 // answer decodes a review, runs one phase on it and encodes the verdict.

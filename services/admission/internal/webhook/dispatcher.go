@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // Configurations are the webhook configurations in force, usually an
@@ -41,16 +43,6 @@ type Config struct {
 	Resolver Resolver
 	// Logger records the webhooks that failed open; slog.Default when nil.
 	Logger *slog.Logger
-}
-
-// Result is what the webhooks of one phase added to a write they let
-// through.
-type Result struct {
-	// Object is the object after the mutating webhooks' patches; nil when
-	// they left it unchanged, and always nil from Validate.
-	Object           *unstructured.Unstructured
-	Warnings         []string
-	AuditAnnotations map[string]string
 }
 
 // Dispatcher calls the webhooks that match a write. It is safe for
@@ -112,8 +104,8 @@ func (r *recorder) annotate(key, value string) {
 	}
 }
 
-func (r *recorder) result(obj *unstructured.Unstructured) *Result {
-	return &Result{Object: obj, Warnings: r.warnings, AuditAnnotations: r.annotations}
+func (r *recorder) result(obj *unstructured.Unstructured) *review.Result {
+	return &review.Result{Object: obj, Warnings: r.warnings, AuditAnnotations: r.annotations}
 }
 
 // hook is one webhook of a configuration, mutating or validating, with

@@ -30,7 +30,7 @@ const (
 // as kube does. A refusal or a failure of a webhook whose failurePolicy
 // is Fail is an *apierrors.StatusError; other errors mean the webhooks
 // could not be listed.
-func (d *Dispatcher) Mutate(ctx context.Context, a *review.Attributes) (*Result, error) {
+func (d *Dispatcher) Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	rec := &recorder{}
 	if exempt(a) {
 		return rec.result(nil), nil

@@ -19,7 +19,7 @@ const validatingFailedOpenAnnotationPrefix = "failed-open.validating.webhook.adm
 // Validate calls the validating webhooks that match a, all at once as
 // kube does. When several refuse, the first refusal to arrive is
 // returned. Errors are as Mutate's.
-func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*Result, error) {
+func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	rec := &recorder{}
 	if exempt(a) {
 		return rec.result(nil), nil

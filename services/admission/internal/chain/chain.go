@@ -1,0 +1,176 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kplane.dev/proto/admission"
+	"kplane.dev/services/admission/internal/review"
+)
+
+// Mutator is a step of the mutating phase.
+type Mutator interface {
+	Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error)
+}
+
+// Validator is a step of the validating phase.
+type Validator interface {
+	Validate(ctx context.Context, a *review.Attributes) (*review.Result, error)
+}
+
+// Config is what a Chain runs.
+type Config struct {
+	// Synced says whether the configuration has been read.
+	Synced func() bool
+	// StartUsers are the users whose writes are admitted unasked until
+	// the configuration has been read: the storage services' own.
+	StartUsers []string
+	// Mutators run in order, each on the object the one before left.
+	Mutators []Mutator
+	// Validators run in order; the first refusal ends the phase.
+	Validators []Validator
+}
+
+// Chain runs the phases. It is safe for concurrent use.
+type Chain struct {
+	synced     func() bool
+	startUsers map[string]bool
+	mutators   []Mutator
+	validators []Validator
+}
+
+// New makes a Chain.
+func New(cfg Config) (*Chain, error) {
+	if cfg.Synced == nil {
+		return nil, errors.New("admission chain: no Synced")
+	}
+	c := &Chain{synced: cfg.Synced, startUsers: map[string]bool{}, mutators: cfg.Mutators, validators: cfg.Validators}
+	for _, u := range cfg.StartUsers {
+		c.startUsers[u] = true
+	}
+	return c, nil
+}
+
+// Mutate runs the mutating phase of r.
+func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Verdict, error) {
+	if v := c.unsynced(r); v != nil {
+		return v, nil
+	}
+	a, err := attributes(r)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		warnings    []string
+		annotations map[string]string
+		changed     bool
+	)
+	for _, m := range c.mutators {
+		res, err := m.Mutate(ctx, a)
+		if err != nil {
+			return refusal(err, warnings)
+		}
+		warnings = append(warnings, res.Warnings...)
+		annotations = merge(annotations, res.AuditAnnotations)
+		if res.Object != nil {
+			a = &review.Attributes{Request: a.Request, Object: res.Object, OldObject: a.OldObject}
+			changed = true
+		}
+	}
+	v := &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations}
+	if changed && a.Object != nil {
+		if v.Object.Raw, err = json.Marshal(a.Object); err != nil {
+			return nil, fmt.Errorf("encode the mutated object: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// Validate runs the validating phase of r.
+func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.Verdict, error) {
+	if v := c.unsynced(r); v != nil {
+		return v, nil
+	}
+	a, err := attributes(r)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		warnings    []string
+		annotations map[string]string
+	)
+	for _, s := range c.validators {
+		res, err := s.Validate(ctx, a)
+		if err != nil {
+			return refusal(err, warnings)
+		}
+		warnings = append(warnings, res.Warnings...)
+		annotations = merge(annotations, res.AuditAnnotations)
+	}
+	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations}, nil
+}
+
+// unsynced is the verdict on r before the configuration has been read,
+// or nil once it has.
+func (c *Chain) unsynced(r *admission.Review) *admission.Verdict {
+	if c.synced() {
+		return nil
+	}
+	if c.startUsers[r.Request.UserInfo.Username] {
+		return &admission.Verdict{Allowed: true}
+	}
+	return &admission.Verdict{Unsynced: true}
+}
+
+// refusal is the verdict of a step's error: a status error refuses the
+// write as it says; any other is the chain failing, which the requester
+// turns into a failed write.
+func refusal(err error, warnings []string) (*admission.Verdict, error) {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return nil, err
+	}
+	status := st.Status()
+	return &admission.Verdict{Allowed: false, Status: &status, Warnings: warnings}, nil
+}
+
+// merge adds b's annotations to a's, the first value of a key winning as
+// in kube's audit.
+func merge(a, b map[string]string) map[string]string {
+	if len(b) == 0 {
+		return a
+	}
+	if a == nil {
+		a = make(map[string]string, len(b))
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			a[k] = v
+		}
+	}
+	return a
+}
+
+// attributes decodes the objects of r once for every step.
+func attributes(r *admission.Review) (*review.Attributes, error) {
+	a := &review.Attributes{Request: &r.Request}
+	for _, f := range []struct {
+		raw []byte
+		to  **unstructured.Unstructured
+	}{{r.Request.Object.Raw, &a.Object}, {r.Request.OldObject.Raw, &a.OldObject}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(f.raw); err != nil {
+			return nil, fmt.Errorf("decode the object under review: %w", err)
+		}
+		*f.to = u
+	}
+	return a, nil
+}
