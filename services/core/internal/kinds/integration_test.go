@@ -230,6 +230,62 @@ func TestEveryKind(t *testing.T) {
 				},
 			})
 		}},
+		{"mutatingadmissionpolicies", func(t *testing.T) {
+			roundTrip(t, cs.AdmissionregistrationV1().MutatingAdmissionPolicies(), &admissionregistrationv1.MutatingAdmissionPolicy{
+				ObjectMeta: om("mp"),
+				Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+					MatchConstraints: match, FailurePolicy: &fail, ReinvocationPolicy: never,
+					Mutations: []admissionregistrationv1.Mutation{{
+						PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+						ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: `Object{metadata: Object.metadata{labels: {"a": "b"}}}`},
+					}},
+				},
+			})
+		}},
+		{"mutatingadmissionpolicies generation", func(t *testing.T) {
+			// A spec change counts a generation; a label change does not.
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			c := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
+			p, err := c.Create(ctx, &admissionregistrationv1.MutatingAdmissionPolicy{
+				ObjectMeta: om("mp-gen"),
+				Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+					MatchConstraints: match, ReinvocationPolicy: never,
+					Mutations: []admissionregistrationv1.Mutation{{
+						PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+						JSONPatch: &admissionregistrationv1.JSONPatch{Expression: `[JSONPatch{op: "add", path: "/data/a", value: "b"}]`},
+					}},
+				},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if p.Generation != 1 || p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != fail {
+				t.Fatalf("created generation %d, failurePolicy %v; want 1 and the default Fail", p.Generation, p.Spec.FailurePolicy)
+			}
+			p.Labels = map[string]string{"a": "b"}
+			if p, err = c.Update(ctx, p, metav1.UpdateOptions{}); err != nil || p.Generation != 1 {
+				t.Fatalf("label update: generation %d, error %v; want 1", p.Generation, err)
+			}
+			p.Spec.ReinvocationPolicy = admissionregistrationv1.IfNeededReinvocationPolicy
+			if p, err = c.Update(ctx, p, metav1.UpdateOptions{}); err != nil || p.Generation != 2 {
+				t.Fatalf("spec update: generation %d, error %v; want 2", p.Generation, err)
+			}
+			p.Spec.Mutations[0].JSONPatch.Expression = "'not a patch'"
+			_, err = c.Update(ctx, p, metav1.UpdateOptions{})
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("update to an expression of the wrong type: %v, want Invalid", err)
+			}
+			if err := c.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+		}},
+		{"mutatingadmissionpolicybindings", func(t *testing.T) {
+			roundTrip(t, cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings(), &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+				ObjectMeta: om("mpb"),
+				Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "mp", MatchResources: match},
+			})
+		}},
 		{"apiservices", func(t *testing.T) {
 			roundTrip(t, agg.ApiregistrationV1().APIServices(), &apiregistrationv1.APIService{
 				ObjectMeta: om("v1.example.com"),

@@ -259,6 +259,33 @@ func validatingAdmissionPolicyBindingColumns(c clock.PassiveClock) []resource.Co
 	}
 }
 
+func mutatingAdmissionPolicyColumns(c clock.PassiveClock) []resource.Column {
+	return []resource.Column{
+		column("Mutations", "integer", "Mutation indicates the number of mutations rules defined in this configuration", 0, func(p *admissionregistrationv1.MutatingAdmissionPolicy) any {
+			return int64(len(p.Spec.Mutations))
+		}),
+		column("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy", 0, func(p *admissionregistrationv1.MutatingAdmissionPolicy) any {
+			if p.Spec.ParamKind == nil {
+				return "<unset>"
+			}
+			return p.Spec.ParamKind.APIVersion + "/" + p.Spec.ParamKind.Kind
+		}),
+		ageColumn(c),
+	}
+}
+
+func mutatingAdmissionPolicyBindingColumns(c clock.PassiveClock) []resource.Column {
+	return []resource.Column{
+		column("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to", 0, func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) any {
+			return b.Spec.PolicyName
+		}),
+		column("ParamRef", "string", "ParamRef indicates the param resource which sets the configration param", 0, func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) any {
+			return paramRef(b.Spec.ParamRef)
+		}),
+		ageColumn(c),
+	}
+}
+
 func paramRef(ref *admissionregistrationv1.ParamRef) string {
 	switch {
 	case ref == nil:

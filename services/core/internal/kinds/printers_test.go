@@ -120,6 +120,14 @@ func TestColumns(t *testing.T) {
 		}}, []string{"Name", "PolicyName", "ParamRef", "Age"}, []any{"p", "*/cm", "5m"}},
 		{"binding without params", "admissionregistration.k8s.io/v1, Resource=validatingadmissionpolicybindings", &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta("b")},
 			[]string{"Name", "PolicyName", "ParamRef", "Age"}, []any{"", "<unset>", "5m"}},
+		{"mutating policy", "admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies", &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: meta("mp"), Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			Mutations: make([]admissionregistrationv1.Mutation, 2), ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "example.com/v1", Kind: "Limits"},
+		}}, []string{"Name", "Mutations", "ParamKind", "Age"}, []any{int64(2), "example.com/v1/Limits", "5m"}},
+		{"mutating policy without params", "admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies", &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: meta("mp")},
+			[]string{"Name", "Mutations", "ParamKind", "Age"}, []any{int64(0), "<unset>", "5m"}},
+		{"mutating binding", "admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicybindings", &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: meta("mb"), Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+			PolicyName: "mp", ParamRef: &admissionregistrationv1.ParamRef{Namespace: "ns", Name: "limits"},
+		}}, []string{"Name", "PolicyName", "ParamRef", "Age"}, []any{"mp", "ns/limits", "5m"}},
 		{"local apiservice", "apiregistration.k8s.io/v1, Resource=apiservices", &apiregistrationv1.APIService{ObjectMeta: meta("v1.")},
 			[]string{"Name", "Service", "Available", "Age"}, []any{"Local", "Unknown", "5m"}},
 		{"available apiservice", "apiregistration.k8s.io/v1, Resource=apiservices", &apiregistrationv1.APIService{

@@ -45,6 +45,8 @@ var (
 	ValidatingWebhookConfigurations   = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingwebhookconfigurations")
 	ValidatingAdmissionPolicies       = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
 	ValidatingAdmissionPolicyBindings = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+	MutatingAdmissionPolicies         = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
+	MutatingAdmissionPolicyBindings   = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
 	APIServices                       = apiregistrationv1.SchemeGroupVersion.WithResource("apiservices")
 )
 
@@ -165,6 +167,23 @@ func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 			Categories: []string{apiExtensions},
 			Columns:    validatingAdmissionPolicyBindingColumns(c),
 			Strategy:   admissionregistration.ValidatingAdmissionPolicyBindingStrategy(),
+		},
+		{
+			GroupVersionResource: MutatingAdmissionPolicies, Kind: "MutatingAdmissionPolicy", Singular: "mutatingadmissionpolicy",
+			// Kube keeps a generation for these, as for every kind with a
+			// spec; the kind has no status.
+			Generation: true,
+			Categories: []string{apiExtensions},
+			Columns:    mutatingAdmissionPolicyColumns(c),
+			Strategy:   admissionregistration.MutatingAdmissionPolicyStrategy(),
+		},
+		{
+			GroupVersionResource: MutatingAdmissionPolicyBindings, Kind: "MutatingAdmissionPolicyBinding", Singular: "mutatingadmissionpolicybinding",
+			// Kube keeps a generation for these, as for every kind with a spec.
+			Generation: true,
+			Categories: []string{apiExtensions},
+			Columns:    mutatingAdmissionPolicyBindingColumns(c),
+			Strategy:   admissionregistration.MutatingAdmissionPolicyBindingStrategy(),
 		},
 		{
 			GroupVersionResource: APIServices, Kind: "APIService", Singular: "apiservice",

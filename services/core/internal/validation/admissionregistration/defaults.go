@@ -83,3 +83,12 @@ func orDefault[T any](p *T, v T) *T {
 	}
 	return ptr.To(v)
 }
+
+func defaultMutatingAdmissionPolicy(p *admissionv1.MutatingAdmissionPolicy) {
+	p.Spec.FailurePolicy = orDefault(p.Spec.FailurePolicy, admissionv1.Fail)
+	defaultMatchResources(p.Spec.MatchConstraints)
+}
+
+func defaultMutatingAdmissionPolicyBinding(b *admissionv1.MutatingAdmissionPolicyBinding) {
+	defaultMatchResources(b.Spec.MatchResources)
+}

@@ -177,3 +177,72 @@ func (bindingStrategy) Validate(_ context.Context, obj runtime.Object) field.Err
 func (s bindingStrategy) ValidateUpdate(ctx context.Context, obj, _ runtime.Object) field.ErrorList {
 	return s.Validate(ctx, obj)
 }
+
+// MutatingAdmissionPolicyStrategy returns the rules of mutating admission
+// policies. The kind has no status.
+func MutatingAdmissionPolicyStrategy() resource.Strategy { return mutatingPolicyStrategy{} }
+
+// MutatingAdmissionPolicyBindingStrategy returns the rules of mutating
+// admission policy bindings.
+func MutatingAdmissionPolicyBindingStrategy() resource.Strategy { return mutatingBindingStrategy{} }
+
+var (
+	_ rest.NameValidator = mutatingPolicyStrategy{}
+	_ rest.NameValidator = mutatingBindingStrategy{}
+)
+
+type mutatingPolicyStrategy struct{ dnsSubdomain }
+
+func (mutatingPolicyStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	if p, ok := obj.(*admissionv1.MutatingAdmissionPolicy); ok {
+		defaultMutatingAdmissionPolicy(p)
+	}
+}
+
+func (s mutatingPolicyStrategy) PrepareForUpdate(ctx context.Context, obj, _ runtime.Object) {
+	s.PrepareForCreate(ctx, obj)
+}
+
+func (mutatingPolicyStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	p, ok := obj.(*admissionv1.MutatingAdmissionPolicy)
+	if !ok {
+		return wrongType(obj, "*admissionregistrationv1.MutatingAdmissionPolicy")
+	}
+	return validateMutatingPolicy(p, nil)
+}
+
+func (mutatingPolicyStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	p, ok := obj.(*admissionv1.MutatingAdmissionPolicy)
+	if !ok {
+		return wrongType(obj, "*admissionregistrationv1.MutatingAdmissionPolicy")
+	}
+	o, ok := old.(*admissionv1.MutatingAdmissionPolicy)
+	if !ok {
+		return wrongType(old, "*admissionregistrationv1.MutatingAdmissionPolicy")
+	}
+	return validateMutatingPolicy(p, o)
+}
+
+type mutatingBindingStrategy struct{ dnsSubdomain }
+
+func (mutatingBindingStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	if b, ok := obj.(*admissionv1.MutatingAdmissionPolicyBinding); ok {
+		defaultMutatingAdmissionPolicyBinding(b)
+	}
+}
+
+func (s mutatingBindingStrategy) PrepareForUpdate(ctx context.Context, obj, _ runtime.Object) {
+	s.PrepareForCreate(ctx, obj)
+}
+
+func (mutatingBindingStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	b, ok := obj.(*admissionv1.MutatingAdmissionPolicyBinding)
+	if !ok {
+		return wrongType(obj, "*admissionregistrationv1.MutatingAdmissionPolicyBinding")
+	}
+	return validateMutatingBinding(b)
+}
+
+func (s mutatingBindingStrategy) ValidateUpdate(ctx context.Context, obj, _ runtime.Object) field.ErrorList {
+	return s.Validate(ctx, obj)
+}
