@@ -74,7 +74,15 @@ func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.mu.Unlock()
 	response := map[string]any{"uid": review.Request.UID, "allowed": true}
-	switch p := r.URL.Path; {
+	p := r.URL.Path
+	if strings.HasSuffix(p, "-slowly") {
+		// Long enough for reviews to be under way on a replica killed.
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+	}
+	switch {
 	case strings.HasPrefix(p, "/deny"):
 		response["allowed"] = false
 		response["status"] = map[string]any{"message": "no writes here"}

@@ -88,10 +88,15 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 	var v admission.Verdict
 	for attempt := 1; ; attempt++ {
 		v = admission.Verdict{}
-		// A phase may call webhooks with side effects: it is sent again
-		// only when no replica received it, or when the one that did
-		// decided nothing.
-		if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v); err != nil {
+		// A phase is sent again when no replica took it, when the one
+		// that took it died before answering, and when it decided
+		// nothing. Asking twice may call a webhook twice, which kube's
+		// contract for webhooks allows: kube itself admits a write again
+		// when it retries it after a conflict and reinvokes mutating
+		// webhooks, and asks webhook authors to make them idempotent.
+		// Failing the write instead would fail writes every policy
+		// passes each time an admission replica is lost.
+		if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v, natsrpc.Idempotent()); err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, err
 			}
