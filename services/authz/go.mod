@@ -87,6 +87,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
+	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.37.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )

@@ -5,44 +5,33 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sort"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"kplane.dev/libs/regopolicy"
 	"kplane.dev/services/authz/internal/rbac"
 )
 
 // PolicyLabel marks the ConfigMaps whose data values are Rego policies.
 const PolicyLabel = "kplane.dev/authorization-policy"
 
-// ConfigMapSource is the name of the policy source the ConfigMaps feed.
-const ConfigMapSource = "configmaps"
-
-// Policies takes the modules of a source.
-type Policies interface {
-	SetSource(ctx context.Context, source string, modules map[string]string) error
-}
-
 // Feed runs the informers. Build it with New, hand Namespaces to whoever
 // needs them, then Run it.
 type Feed struct {
-	index    *rbac.Index
-	policies Policies
-	changed  func(reason string)
-	log      *slog.Logger
+	index   *rbac.Index
+	changed func(reason string)
+	log     *slog.Logger
 
-	factory    informers.SharedInformerFactory
-	cmFactory  informers.SharedInformerFactory
-	namespaces corelisters.NamespaceLister
-	configMaps corelisters.ConfigMapLister
+	client          kubernetes.Interface
+	policyNamespace string
+	factory         informers.SharedInformerFactory
+	namespaces      corelisters.NamespaceLister
 	// synced is set once every informer has listed and its handler has
 	// seen the list.
 	synced atomic.Bool
@@ -52,13 +41,9 @@ type Feed struct {
 // the whole cluster and the labelled ConfigMaps of policyNamespace.
 // changed is called after every change applied.
 func New(client kubernetes.Interface, index *rbac.Index, policyNamespace string, changed func(reason string), log *slog.Logger) *Feed {
-	f := &Feed{index: index, changed: changed, log: log}
+	f := &Feed{index: index, changed: changed, log: log, client: client, policyNamespace: policyNamespace}
 	f.factory = informers.NewSharedInformerFactory(client, 0)
-	f.cmFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(policyNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = PolicyLabel + "=true" }))
 	f.namespaces = f.factory.Core().V1().Namespaces().Lister()
-	f.configMaps = f.cmFactory.Core().V1().ConfigMaps().Lister()
 	return f
 }
 
@@ -77,8 +62,8 @@ func (f *Feed) HasSynced() bool {
 }
 
 // Run feeds index and policies until ctx ends.
-func (f *Feed) Run(ctx context.Context, policies Policies) error {
-	f.policies = policies
+func (f *Feed) Run(ctx context.Context, policies regopolicy.Sink) error {
+	cms := regopolicy.NewConfigMaps(policies, f.client, f.policyNamespace, PolicyLabel, f.log)
 	rbacInf := f.factory.Rbac().V1()
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -105,9 +90,8 @@ func (f *Feed) Run(ctx context.Context, policies Policies) error {
 			}
 		}, func(_, name string) { f.index.DeleteClusterRoleBinding(name) })},
 		{f.factory.Core().V1().Namespaces().Informer(), f.namespaceHandler()},
-		{f.cmFactory.Core().V1().ConfigMaps().Informer(), f.configMapHandler(ctx)},
 	}
-	var synced []cache.InformerSynced
+	synced := []cache.InformerSynced{cms.HasSynced}
 	for _, h := range handlers {
 		reg, err := h.informer.AddEventHandler(h.handler)
 		if err != nil {
@@ -115,16 +99,16 @@ func (f *Feed) Run(ctx context.Context, policies Policies) error {
 		}
 		synced = append(synced, reg.HasSynced)
 	}
+	cmsDone := make(chan error, 1)
+	go func() { cmsDone <- cms.Run(ctx) }()
 	f.factory.Start(ctx.Done())
-	f.cmFactory.Start(ctx.Done())
 	if cache.WaitForCacheSync(ctx.Done(), synced...) {
 		f.synced.Store(true)
 		f.log.Info("informers synced")
 	}
 	<-ctx.Done()
 	f.factory.Shutdown()
-	f.cmFactory.Shutdown()
-	return nil
+	return <-cmsDone
 }
 
 // handler applies adds and updates with set and deletes with del, then
@@ -173,33 +157,6 @@ func (f *Feed) namespaceHandler() cache.ResourceEventHandler {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			f.changed("namespaces/" + key)
 		},
-	}
-}
-
-// configMapHandler reloads every policy ConfigMap on each change: there
-// are few, and the Rego mode compiles them all together anyway.
-func (f *Feed) configMapHandler(ctx context.Context) cache.ResourceEventHandler {
-	reload := func(any) {
-		cms, err := f.configMaps.List(labels.Everything())
-		if err != nil {
-			f.log.Error("list policy configmaps", "err", err)
-			return
-		}
-		sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
-		modules := map[string]string{}
-		for _, cm := range cms {
-			for key, src := range cm.Data {
-				modules[fmt.Sprintf("%s/%s/%s/%s", ConfigMapSource, cm.Namespace, cm.Name, key)] = src
-			}
-		}
-		// A compile error is logged by the policies, which keep the last
-		// good set; nothing else is to be done until the next change.
-		_ = f.policies.SetSource(ctx, ConfigMapSource, modules)
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    reload,
-		UpdateFunc: func(_, obj any) { reload(obj) },
-		DeleteFunc: reload,
 	}
 }
 

@@ -30,12 +30,16 @@
 //
 // # Sources and reloading
 //
-// Modules come from several sources (a directory of *.rego files, polled
-// every second; ConfigMaps whose data values are modules), each replaced
-// as a whole when it changes. Every change compiles all modules together
-// once (rego.PrepareForEval); a decision evaluates the prepared query with
-// its input only. A change that does not compile, or breaks the contract,
-// is logged and the last good set stays in force.
+// The engine is kplane.dev/libs/regopolicy, shared with the admission
+// service's Rego policies; this package is the mode's side of it: the
+// rules read, the input, and the decision. Modules come from several
+// sources (a directory of *.rego files, polled every second, through
+// regopolicy.Dir; ConfigMaps whose data values are modules, through
+// regopolicy.ConfigMaps in package feed), each replaced as a whole when it
+// changes. Every change compiles all modules together once
+// (rego.PrepareForEval); a decision evaluates the prepared query with its
+// input only. A change that does not compile, or breaks the contract, is
+// logged and the last good set stays in force.
 //
 // An evaluation error (a policy that fails at run time, for example a
 // complete rule with two values) denies the request, the error as the

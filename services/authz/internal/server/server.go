@@ -18,6 +18,7 @@ import (
 
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/regopolicy"
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/authz"
 	"kplane.dev/services/authz/internal/authorizer"
@@ -133,12 +134,12 @@ func (s *Server) chain(index *rbac.Index) (authorizer.Chain, error) {
 		case ModeRego:
 			chain = append(chain, s.policies.Mode())
 			if s.cfg.policyDir != "" {
-				dir := policy.NewDir(s.policies, s.cfg.policyDir)
+				dir := regopolicy.NewDir(s.policies, s.cfg.policyDir, s.log)
 				if err := dir.Load(context.Background()); err != nil {
 					return nil, fmt.Errorf("load --authorization-policy-dir: %w", err)
 				}
 				s.tasks = append(s.tasks, task{name: "policy directory", run: func(ctx context.Context) error {
-					return dir.Run(ctx, policy.PollInterval)
+					return dir.Run(ctx, regopolicy.PollInterval)
 				}})
 			}
 		case ModeWebhook:

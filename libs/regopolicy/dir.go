@@ -1,17 +1,19 @@
-package policy
+package regopolicy
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 )
 
-// PollInterval is how often a policy directory is checked for changes.
+// PollInterval is how often Run checks a policy directory for changes.
 const PollInterval = time.Second
 
-// DirSource is the name of the source the policy directory feeds.
+// DirSource is the name of the source a policy directory feeds; its
+// modules are named DirSource/<file name>.
 const DirSource = "dir"
 
 // fileStamp is what tells a changed file: polling compares it, so that an
@@ -21,17 +23,24 @@ type fileStamp struct {
 	size    int64
 }
 
-// Dir feeds the *.rego files of a directory to an Authorizer as the source
-// DirSource. Load it once, then Run it; only Run's goroutine may use it
-// afterwards.
+// Dir feeds the *.rego files of a directory to a Sink as the source
+// DirSource. Load it once, then Run it (or call Sync); only one goroutine
+// may use it at a time.
 type Dir struct {
-	a      *Authorizer
+	sink   Sink
 	dir    string
+	log    *slog.Logger
 	stamps map[string]fileStamp
 }
 
-// NewDir returns the feed of dir into a.
-func NewDir(a *Authorizer, dir string) *Dir { return &Dir{a: a, dir: dir} }
+// NewDir returns the feed of dir into sink; log (nil: none) tells of
+// directories that cannot be read.
+func NewDir(sink Sink, dir string, log *slog.Logger) *Dir {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Dir{sink: sink, dir: dir, log: log}
+}
 
 // Load reads the directory and puts its modules in force. Unlike later
 // reloads it fails when they do not compile: at the start there is no last
@@ -42,16 +51,15 @@ func (d *Dir) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.a.SetSource(ctx, DirSource, modules); err != nil {
+	if err := d.sink.SetSource(ctx, DirSource, modules); err != nil {
 		return err
 	}
 	d.stamps = stamps
 	return nil
 }
 
-// Run checks the directory every interval until ctx ends, reloading all of
-// its modules when a file is added, removed or changed. Errors are logged;
-// a set that does not compile leaves the last good one in force.
+// Run calls Sync every interval until ctx ends. Errors are logged; a set
+// that does not compile leaves the last good one in force.
 func (d *Dir) Run(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -61,24 +69,30 @@ func (d *Dir) Run(ctx context.Context, interval time.Duration) error {
 			return nil
 		case <-t.C:
 		}
-		stamps, err := d.stat()
-		if err != nil {
-			d.a.log.Error("read policy directory", "dir", d.dir, "err", err)
-			continue
+		if _, err := d.Sync(ctx); err != nil {
+			d.log.Error("reload policy directory", "dir", d.dir, "err", err)
 		}
-		if equalStamps(d.stamps, stamps) {
-			continue
-		}
-		modules, stamps, err := d.read()
-		if err != nil {
-			d.a.log.Error("read policy directory", "dir", d.dir, "err", err)
-			continue
-		}
-		// SetSource logs a compile error and keeps the last good set; the
-		// files were read, so they are not read again until they change.
-		_ = d.a.SetSource(ctx, DirSource, modules)
-		d.stamps = stamps
 	}
+}
+
+// Sync checks the directory once and, when a file was added, removed or
+// changed since the last read, hands all of its modules to the sink. It
+// says whether it did, and returns the sink's error (a compile error: the
+// files are not read again until they change) or the directory's.
+func (d *Dir) Sync(ctx context.Context) (bool, error) {
+	stamps, err := d.stat()
+	if err != nil {
+		return false, err
+	}
+	if equalStamps(d.stamps, stamps) {
+		return false, nil
+	}
+	modules, stamps, err := d.read()
+	if err != nil {
+		return false, err
+	}
+	d.stamps = stamps
+	return true, d.sink.SetSource(ctx, DirSource, modules)
 }
 
 func (d *Dir) stat() (map[string]fileStamp, error) {
