@@ -29,6 +29,9 @@ const (
 	// PoliciesDir holds operator Rego policies that authz loads and
 	// reloads on change.
 	PoliciesDir = "policies"
+	// AdmissionPoliciesDir holds operator Rego policies that admission
+	// loads and reloads on change.
+	AdmissionPoliciesDir = "admission-policies"
 	// NATSAuthDir holds the services' NKey seeds and the NATS server's
 	// configuration (kplane.dev/libs/natsauth).
 	NATSAuthDir = "nats-auth"
@@ -106,8 +109,10 @@ func Run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.dataDir, PoliciesDir), 0o700); err != nil {
-		return fmt.Errorf("create the policy directory: %w", err)
+	for _, dir := range []string{PoliciesDir, AdmissionPoliciesDir} {
+		if err := os.MkdirAll(filepath.Join(cfg.dataDir, dir), 0o700); err != nil {
+			return fmt.Errorf("create the policy directory: %w", err)
+		}
 	}
 
 	etcdServers := cfg.etcdServers

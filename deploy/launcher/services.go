@@ -173,6 +173,7 @@ func Services() []Service {
 			Identity:  &Identity{User: "system:kplane-admission", Groups: []string{AdminGroup}},
 			Args: []string{
 				"{{if .Runs \"gateway\"}}--kubeconfig={{.Data}}/admission.kubeconfig{{end}}",
+				"--admission-policy-dir={{.Data}}/admission-policies",
 				"--listen-address=127.0.0.1:{{.ReplicaPort \"admission\"}}",
 				"--tls-cert-file={{.PKI}}/admission.crt",
 				"--tls-private-key-file={{.PKI}}/admission.key",

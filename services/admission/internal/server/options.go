@@ -35,6 +35,10 @@ type Options struct {
 	// ServiceMap resolves webhook services statically; empty resolves
 	// https://<name>.<namespace>.svc:<port>.
 	ServiceMap []string
+	// PolicyDir and PolicyNamespace are where the operator's Rego
+	// admission policies come from.
+	PolicyDir       string
+	PolicyNamespace string
 }
 
 // NewOptions returns the defaults.
@@ -44,7 +48,8 @@ func NewOptions() *Options {
 		// The users the other services write as at start: core's and
 		// crd's loopbacks and controllers, and the gateway registering
 		// the built-in APIServices.
-		StartUsers: []string{"system:kplane:core", "system:kplane:crd", "system:kplane-core", "system:kplane-crd", "system:kplane-gateway"},
+		PolicyNamespace: "kube-system",
+		StartUsers:      []string{"system:kplane:core", "system:kplane:crd", "system:kplane-core", "system:kplane-crd", "system:kplane-gateway"},
 	}
 }
 
@@ -56,6 +61,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.AddGoFlagSet(nats)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API (the gateway) the webhook configurations, admission policies and namespaces are read from; empty: nothing is configurable and every write is admitted")
 	fs.StringSliceVar(&o.StartUsers, "start-users", o.StartUsers, "users whose writes are admitted unasked until the configuration has been read: the storage services' own writes at start, made before the gateway serves")
+	fs.StringVar(&o.PolicyDir, "admission-policy-dir", o.PolicyDir, "directory of Rego admission policies (*.rego, package kplane.admission or below), reloaded when they change; empty for none")
+	fs.StringVar(&o.PolicyNamespace, "admission-policy-namespace", o.PolicyNamespace, "namespace whose ConfigMaps labelled kplane.dev/admission-policy=true hold Rego admission policies (read with --kubeconfig)")
 	fs.StringSliceVar(&o.ServiceMap, "service-map", o.ServiceMap, "where webhook services live, namespace/name=https://host:port, repeated or comma-separated; empty resolves https://<name>.<namespace>.svc:<port>")
 }
 
@@ -76,6 +83,8 @@ type Config struct {
 	api        *rest.Config
 	startUsers []string
 	resolver   serviceresolver.Resolver
+	// policyDir and policyNamespace are where Rego policies come from.
+	policyDir, policyNamespace string
 }
 
 // Config validates o and returns the configuration of a Server that logs
@@ -85,7 +94,8 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{serving: sc, nats: o.NATS, log: sc.Log, startUsers: o.StartUsers, resolver: serviceresolver.DNS{}}
+	c := &Config{serving: sc, nats: o.NATS, log: sc.Log, startUsers: o.StartUsers, resolver: serviceresolver.DNS{},
+		policyDir: o.PolicyDir, policyNamespace: o.PolicyNamespace}
 	if o.Kubeconfig != "" {
 		if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
 			return nil, fmt.Errorf("read --kubeconfig: %w", err)

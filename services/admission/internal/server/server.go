@@ -22,6 +22,8 @@ import (
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/chain"
 	"kplane.dev/services/admission/internal/feed"
+	"kplane.dev/services/admission/internal/policy/rego"
+	"kplane.dev/services/admission/internal/review"
 	"kplane.dev/services/admission/internal/webhook"
 )
 
@@ -40,9 +42,9 @@ type Server struct {
 	http  *http.Server
 	rpc   *natsrpc.Server
 	chain Chain
-	// feed follows the configuration; nil without an API to read it
-	// from.
-	feed     *feed.Feed
+	// sources follow the configuration the steps read; the chain
+	// decides once every one has read it.
+	sources  []source
 	registry *prometheus.Registry
 	// steps observes each phase as kube's
 	// apiserver_admission_step_admission_duration_seconds does.
@@ -81,31 +83,77 @@ func New(cfg *Config) (*Server, error) {
 	return s, nil
 }
 
-// buildChain builds the steps over the configuration the feed follows.
+// source is configuration followed while the server runs.
+type source interface {
+	Run(ctx context.Context) error
+	HasSynced() bool
+}
+
+// synced says whether every source has read its configuration once.
+func (s *Server) synced() bool {
+	for _, src := range s.sources {
+		if !src.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// buildChain builds the steps over the configuration the sources follow.
 func (s *Server) buildChain() error {
+	var (
+		mutators   []chain.Mutator
+		validators []chain.Validator
+		client     kubernetes.Interface
+	)
 	if s.cfg.api == nil {
-		s.log.Warn("no --kubeconfig: no webhook or policy can be configured, every write is admitted")
-		c, err := chain.New(chain.Config{Synced: func() bool { return true }})
-		s.chain = c
-		return err
+		s.log.Warn("no --kubeconfig: no webhook or admission policy can be configured, only the policy directory")
+	} else {
+		cs, err := kubernetes.NewForConfig(s.cfg.api)
+		if err != nil {
+			return fmt.Errorf("build the API client: %w", err)
+		}
+		client = cs
+		f := feed.New(client, s.log)
+		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, f)
+		mutators = append(mutators, webhooks)
+		validators = append(validators, webhooks)
 	}
-	client, err := kubernetes.NewForConfig(s.cfg.api)
-	if err != nil {
-		return fmt.Errorf("build the API client: %w", err)
-	}
-	s.feed = feed.New(client, s.log)
-	webhooks, err := webhook.New(webhook.Config{Configurations: s.feed, Namespaces: s.feed, Resolver: s.cfg.resolver, Logger: s.log})
-	if err != nil {
-		return err
+	if s.cfg.policyDir != "" || client != nil {
+		cfg := rego.Config{Dir: s.cfg.policyDir, Logger: s.log}
+		if client != nil {
+			cfg.Client, cfg.Namespace = client, s.cfg.policyNamespace
+		}
+		policies, err := rego.New(cfg)
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, policies)
+		validators = append(validators, regoStep{policies})
 	}
 	c, err := chain.New(chain.Config{
-		Synced:     s.feed.HasSynced,
+		Synced:     s.synced,
 		StartUsers: s.cfg.startUsers,
-		Mutators:   []chain.Mutator{webhooks},
-		Validators: []chain.Validator{webhooks},
+		Mutators:   mutators,
+		Validators: validators,
 	})
 	s.chain = c
 	return err
+}
+
+// regoStep is the operator's Rego policies as a validating step.
+type regoStep struct{ p *rego.Policies }
+
+func (r regoStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
+	warnings, err := r.p.Validate(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return &review.Result{Warnings: warnings}, nil
 }
 
 // handler serves health and metrics.
@@ -136,7 +184,7 @@ func (s *Server) handler() http.Handler {
 // that has not read it decides nothing.
 func (s *Server) configCheck() healthz.Checker {
 	return healthz.NamedCheck("admission-configuration", func(*http.Request) error {
-		if s.feed != nil && !s.feed.HasSynced() {
+		if !s.synced() {
 			return errors.New("webhook configurations and admission policies not yet read")
 		}
 		return nil
@@ -164,18 +212,19 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("admitting")
-	if s.feed == nil {
-		return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	srcCtx, stopSources := context.WithCancel(context.Background())
+	errs := make(chan error, len(s.sources))
+	for _, src := range s.sources {
+		go func() { errs <- src.Run(srcCtx) }()
 	}
-	feedCtx, stopFeed := context.WithCancel(context.Background())
-	feedDone := make(chan error, 1)
-	go func() { feedDone <- s.feed.Run(feedCtx) }()
 	err := serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
-	// The feed outlives the drain: the reviews that finish during it
+	// The sources outlive the drain: the reviews that finish during it
 	// still read the configuration.
-	stopFeed()
-	if ferr := <-feedDone; ferr != nil && err == nil {
-		err = fmt.Errorf("follow the admission configuration: %w", ferr)
+	stopSources()
+	for range s.sources {
+		if serr := <-errs; serr != nil && err == nil {
+			err = fmt.Errorf("follow the admission configuration: %w", serr)
+		}
 	}
 	return err
 }
