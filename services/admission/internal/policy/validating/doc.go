@@ -1,0 +1,38 @@
+// Package validating evaluates the admissionregistration.k8s.io/v1
+// ValidatingAdmissionPolicies and their bindings for one write as
+// kube-apiserver's ValidatingAdmissionPolicy plugin does, with kube's own
+// CEL compiler, validator and rule predicates: matchConstraints and a
+// binding's matchResources (resourceRules, excludeResourceRules,
+// resourceNames, namespaceSelector, objectSelector), paramKind and
+// paramRef, matchConditions, variables, validations with their messages
+// and reasons, auditAnnotations, the Deny, Warn and Audit actions, and
+// failurePolicy; the refusals, warnings, audit annotations and metrics
+// carry kube's wording, codes and names.
+//
+// The surrounding machinery is kplane's: the policies and bindings come
+// from the Policies passed in, the namespaces from Namespaces, the
+// params from Params (package params serves them from informers started
+// on demand), and each policy is compiled once per generation.
+//
+// Where it differs from kube:
+//
+//   - matchPolicy Equivalent matches as Exact: matching a rule through
+//     another version of the resource needs the resource's equivalents
+//     and a conversion of the object, which admission has neither of.
+//   - The authorizer and authorizer.requestResource variables are
+//     declared, so expressions type-check as in kube, but never bound:
+//     admission has no way to ask authz yet, so an expression that reads
+//     them fails when evaluated, as an error under failurePolicy.
+//   - Kube evaluates the policies in the order of a map; here they go by
+//     policy name, then binding name, so that among several refusals the
+//     one reported is always the same.
+//   - Only writes to the policy kinds themselves (validating and mutating
+//     admission policies and their bindings) are exempt, as in kube's
+//     policy plugin; writes to webhook configurations are evaluated, as
+//     kube evaluates them, unlike the webhook dispatcher, which exempts
+//     them too.
+//   - A policy or binding whose selectors are nil matches as if they
+//     were {}, the API server's default, rather than failing.
+//   - A param the paramRef names but the cache lacks is fetched from the
+//     API server by Params, as kube's direct read does; Params say how.
+package validating
