@@ -214,6 +214,19 @@ func TestValidate(t *testing.T) {
 			want:     want{annotations: map[string]string{"max/user": "alice"}},
 		},
 		{
+			name: "auditAnnotation values are cut at 10KiB",
+			policies: []*P{policy("max", maxReplicas, func(p *P) {
+				p.Spec.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "big", ValueExpression: "string(object.metadata.annotations.big)"}}
+			})},
+			bindings: []*B{binding("max-b", "max")},
+			attrs: func() *review.Attributes {
+				a := createDeployment(1, nil)
+				a.Object.SetAnnotations(map[string]string{"big": strings.Repeat("x", 11*1024)})
+				return a
+			}(),
+			want: want{annotations: map[string]string{"max/big": strings.Repeat("x", 10*1024)}},
+		},
+		{
 			name: "variables",
 			policies: []*P{policy("max", "variables.big == false", func(p *P) {
 				p.Spec.Variables = []admissionregistrationv1.Variable{
