@@ -12,7 +12,8 @@
 // The surrounding machinery is kplane's: the policies and bindings come
 // from the Policies passed in, the namespaces from Namespaces, the
 // params from Params (package params serves them from informers started
-// on demand), and each policy is compiled once per generation.
+// on demand, reading a param the informer lacks from the API server as
+// kube does), and each policy is compiled once per generation.
 //
 // Where it differs from kube:
 //
@@ -33,6 +34,10 @@
 //     them too.
 //   - A policy or binding whose selectors are nil matches as if they
 //     were {}, the API server's default, rather than failing.
-//   - A param the paramRef names but the cache lacks is fetched from the
-//     API server by Params, as kube's direct read does; Params say how.
+//   - A paramKind is resolved when a write meets its policy, not when the
+//     policy is stored: the policy's "failed to find resource referenced
+//     by paramKind" error is kube's, but appears only while the kind is
+//     unknown to Params.
+//   - Kube adds warnings and audit annotations to the request as it goes;
+//     Validate returns them in its Result, alongside a refusal too.
 package validating
