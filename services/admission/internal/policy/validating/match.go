@@ -1,0 +1,160 @@
+package validating
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/object"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
+)
+
+// matchPolicy matches a policy's matchConstraints, which it must have,
+// and returns the resource its rules matched.
+func (e *evaluation) matchPolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy) (bool, schema.GroupVersionResource, error) {
+	if p.Spec.MatchConstraints == nil {
+		return false, schema.GroupVersionResource{}, errors.New("policy contained no match constraints, a required field")
+	}
+	return e.match(ctx, p.Spec.MatchConstraints)
+}
+
+// matchBinding matches a binding's matchResources; a binding without
+// them matches whatever its policy matches.
+func (e *evaluation) matchBinding(ctx context.Context, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (bool, error) {
+	if b.Spec.MatchResources == nil {
+		return true, nil
+	}
+	ok, _, err := e.match(ctx, b.Spec.MatchResources)
+	return ok, err
+}
+
+// match is kube's matching.Matcher.Matches: the selectors first, whose
+// errors count only when the rules match, then the excluded rules, then
+// the rules (none match everything). Only matchPolicy Exact is
+// implemented, so the matched resource is the request's. A nil selector,
+// which the API server defaults to {} before storing a policy, selects
+// everything.
+func (e *evaluation) match(ctx context.Context, mr *admissionregistrationv1.MatchResources) (bool, schema.GroupVersionResource, error) {
+	none := schema.GroupVersionResource{}
+	nsMatch, nsErr := e.matchNamespace(ctx, mr.NamespaceSelector)
+	if !nsMatch && nsErr == nil {
+		return false, none, nil
+	}
+	objMatch, objErr := (&object.Matcher{}).MatchObjectSelector(objectSelector{mr.ObjectSelector}, e.va.Attributes)
+	if !objMatch && objErr == nil {
+		return false, none, nil
+	}
+	if e.matchRules(mr.ExcludeResourceRules) {
+		return false, none, nil
+	}
+	if len(mr.ResourceRules) > 0 && !e.matchRules(mr.ResourceRules) {
+		return false, none, nil
+	}
+	if nsErr != nil {
+		return false, none, nsErr
+	}
+	if objErr != nil {
+		return false, none, objErr
+	}
+	return true, e.va.GetResource(), nil
+}
+
+func (e *evaluation) matchRules(named []admissionregistrationv1.NamedRuleWithOperations) bool {
+	for _, nr := range named {
+		m := rules.Matcher{Rule: admissionregistrationv1.RuleWithOperations(nr.RuleWithOperations), Attr: e.va.Attributes}
+		if !m.Matches() {
+			continue
+		}
+		if len(nr.ResourceNames) == 0 {
+			return true
+		}
+		for _, name := range nr.ResourceNames {
+			if name == e.a.Request.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// objectSelector is a selector as kube's object matcher reads it.
+type objectSelector struct{ s *metav1.LabelSelector }
+
+func (o objectSelector) GetParsedObjectSelector() (labels.Selector, error) { return selector(o.s) }
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+// matchNamespace is kube's namespace matcher: a cluster-scoped write
+// always matches; a namespace being created or updated matches on its
+// own new labels; any other write on its namespace's stored labels, a
+// missing namespace being kube's 404.
+func (e *evaluation) matchNamespace(ctx context.Context, s *metav1.LabelSelector) (bool, *apierrors.StatusError) {
+	r := e.a.Request
+	isNamespaces := r.Resource.Resource == "namespaces"
+	if r.Namespace == "" && !isNamespaces {
+		return true, nil
+	}
+	sel, err := selector(s)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	if sel.Empty() {
+		return true, nil
+	}
+	if isNamespaces && r.SubResource == "" && (r.Operation == "CREATE" || r.Operation == "UPDATE") {
+		if e.a.Object == nil {
+			return false, apierrors.NewInternalError(errors.New("a namespace write without its object"))
+		}
+		return sel.Matches(labels.Set(e.a.Object.GetLabels())), nil
+	}
+	name := r.Namespace
+	if isNamespaces && name == "" {
+		// Kube gives a namespace's request its own name as namespace;
+		// take the name should a caller leave the namespace empty.
+		name = r.Name
+	}
+	ns, err := e.namespaces.get(ctx, e.v.cfg.Namespaces, name)
+	if apierrors.IsNotFound(err) {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return false, &apierrors.StatusError{ErrStatus: status.Status()}
+		}
+		return false, apierrors.NewInternalError(err)
+	}
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	return sel.Matches(labels.Set(ns.Labels)), nil
+}
+
+// namespaceCache reads the write's namespace once however many policies
+// ask for it.
+type namespaceCache struct {
+	name string
+	ns   *corev1.Namespace
+	err  error
+}
+
+func (c *namespaceCache) get(ctx context.Context, namespaces Namespaces, name string) (*corev1.Namespace, error) {
+	if c.name == name && (c.ns != nil || c.err != nil) {
+		return c.ns, c.err
+	}
+	ns, err := namespaces.Get(ctx, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		// Not kept: a passing failure fails only this lookup.
+		return nil, fmt.Errorf("read namespace %q: %w", name, err)
+	}
+	c.name, c.ns, c.err = name, ns, err
+	return ns, err
+}
