@@ -72,10 +72,12 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 	)
 	for _, m := range c.mutators {
 		res, err := m.Mutate(ctx, a)
+		if res != nil {
+			warnings = append(warnings, res.Warnings...)
+		}
 		if err != nil {
 			return refusal(err, warnings)
 		}
-		warnings = append(warnings, res.Warnings...)
 		annotations = merge(annotations, res.AuditAnnotations)
 		if res.Object != nil {
 			a = &review.Attributes{Request: a.Request, Object: res.Object, OldObject: a.OldObject}
@@ -105,11 +107,14 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 		annotations map[string]string
 	)
 	for _, s := range c.validators {
+		// A step that refuses may still have warned.
 		res, err := s.Validate(ctx, a)
+		if res != nil {
+			warnings = append(warnings, res.Warnings...)
+		}
 		if err != nil {
 			return refusal(err, warnings)
 		}
-		warnings = append(warnings, res.Warnings...)
 		annotations = merge(annotations, res.AuditAnnotations)
 	}
 	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations}, nil

@@ -28,6 +28,8 @@ type Feed struct {
 	namespaces corelisters.NamespaceLister
 	vaps       admissionlisters.ValidatingAdmissionPolicyLister
 	vapBinds   admissionlisters.ValidatingAdmissionPolicyBindingLister
+	maps       admissionlisters.MutatingAdmissionPolicyLister
+	mapBinds   admissionlisters.MutatingAdmissionPolicyBindingLister
 	synced     atomic.Bool
 }
 
@@ -39,6 +41,8 @@ func New(client kubernetes.Interface, log *slog.Logger) *Feed {
 	f.validating = ar.ValidatingWebhookConfigurations().Lister()
 	f.vaps = ar.ValidatingAdmissionPolicies().Lister()
 	f.vapBinds = ar.ValidatingAdmissionPolicyBindings().Lister()
+	f.maps = ar.MutatingAdmissionPolicies().Lister()
+	f.mapBinds = ar.MutatingAdmissionPolicyBindings().Lister()
 	f.namespaces = f.factory.Core().V1().Namespaces().Lister()
 	return f
 }
@@ -100,4 +104,20 @@ func (v ValidatingPolicies) Policies() ([]*admissionregistrationv1.ValidatingAdm
 // Bindings lists the bindings.
 func (v ValidatingPolicies) Bindings() ([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
 	return v.f.vapBinds.List(labels.Everything())
+}
+
+// MutatingPolicies are the MutatingAdmissionPolicies and their bindings.
+func (f *Feed) MutatingPolicies() MutatingPolicies { return MutatingPolicies{f} }
+
+// MutatingPolicies lists MutatingAdmissionPolicies and bindings.
+type MutatingPolicies struct{ f *Feed }
+
+// Policies lists the policies.
+func (m MutatingPolicies) Policies() ([]*admissionregistrationv1.MutatingAdmissionPolicy, error) {
+	return m.f.maps.List(labels.Everything())
+}
+
+// Bindings lists the bindings.
+func (m MutatingPolicies) Bindings() ([]*admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
+	return m.f.mapBinds.List(labels.Everything())
 }

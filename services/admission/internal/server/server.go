@@ -22,7 +22,10 @@ import (
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/chain"
 	"kplane.dev/services/admission/internal/feed"
+	"kplane.dev/services/admission/internal/policy/mutating"
+	"kplane.dev/services/admission/internal/policy/params"
 	"kplane.dev/services/admission/internal/policy/rego"
+	"kplane.dev/services/admission/internal/policy/validating"
 	"kplane.dev/services/admission/internal/review"
 	"kplane.dev/services/admission/internal/webhook"
 )
@@ -119,9 +122,22 @@ func (s *Server) buildChain() error {
 		if err != nil {
 			return err
 		}
-		s.sources = append(s.sources, f)
-		mutators = append(mutators, webhooks)
-		validators = append(validators, webhooks)
+		ps, err := params.New(params.Config{REST: s.cfg.api, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		vaps, err := validating.New(validating.Config{Policies: f.ValidatingPolicies(), Namespaces: f, Params: ps, Registerer: s.registry, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		maps, err := mutating.New(mutating.Config{Policies: f.MutatingPolicies(), Namespaces: f, Params: ps, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, f, alwaysSynced{ps})
+		// kube's order: policies, then webhooks, in each phase.
+		mutators = append(mutators, policiesThenWebhooks{policies: maps, webhooks: webhooks})
+		validators = append(validators, vapStep{vaps}, webhooks)
 	}
 	if s.cfg.policyDir != "" || client != nil {
 		cfg := rego.Config{Dir: s.cfg.policyDir, Logger: s.log}
@@ -145,15 +161,77 @@ func (s *Server) buildChain() error {
 	return err
 }
 
+// alwaysSynced is a source with nothing to read before it can answer:
+// the param informers start when a binding first asks for them.
+type alwaysSynced struct {
+	runner interface{ Run(context.Context) error }
+}
+
+func (a alwaysSynced) Run(ctx context.Context) error { return a.runner.Run(ctx) }
+func (alwaysSynced) HasSynced() bool                 { return true }
+
+// vapStep is the ValidatingAdmissionPolicies as a validating step.
+type vapStep struct{ v *validating.Validator }
+
+func (s vapStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
+	res, err := s.v.Validate(ctx, a)
+	if res == nil {
+		return nil, err
+	}
+	// A refusal keeps the warnings and audit annotations made before it.
+	return &review.Result{Warnings: res.Warnings, AuditAnnotations: res.AuditAnnotations}, err
+}
+
+// policiesThenWebhooks is the mutating phase as kube runs it: the
+// MutatingAdmissionPolicies, then the mutating webhooks (which reinvoke
+// each other themselves), then once more the policies that asked for
+// reinvocation when a later step changed what they had seen. Webhooks
+// are not reinvoked after that second pass of the policies.
+type policiesThenWebhooks struct {
+	policies *mutating.Mutator
+	webhooks *webhook.Dispatcher
+}
+
+func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
+	re := mutating.NewReinvocation()
+	obj, err := m.policies.MutateWith(ctx, a, re)
+	if err != nil {
+		return nil, err
+	}
+	changed := obj != nil
+	if changed {
+		a = &review.Attributes{Request: a.Request, Object: obj, OldObject: a.OldObject}
+	}
+	res, err := m.webhooks.Mutate(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if res.Object != nil {
+		a = &review.Attributes{Request: a.Request, Object: res.Object, OldObject: a.OldObject}
+		changed = true
+	}
+	if res.Object != nil || re.Changed() {
+		obj, err := m.policies.MutateWith(ctx, a, re)
+		if err != nil {
+			return nil, err
+		}
+		if obj != nil {
+			a = &review.Attributes{Request: a.Request, Object: obj, OldObject: a.OldObject}
+			changed = true
+		}
+	}
+	if changed {
+		res.Object = a.Object
+	}
+	return res, nil
+}
+
 // regoStep is the operator's Rego policies as a validating step.
 type regoStep struct{ p *rego.Policies }
 
 func (r regoStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	warnings, err := r.p.Validate(ctx, a)
-	if err != nil {
-		return nil, err
-	}
-	return &review.Result{Warnings: warnings}, nil
+	return &review.Result{Warnings: warnings}, err
 }
 
 // handler serves health and metrics.

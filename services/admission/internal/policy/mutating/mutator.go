@@ -52,7 +52,7 @@ type Params interface {
 // whose namespace does not fit the kind's scope; without it the
 // namespace is passed on as described at Params.
 type ParamScopes interface {
-	Namespaced(kind schema.GroupVersionKind) (bool, error)
+	Namespaced(ctx context.Context, kind schema.GroupVersionKind) (bool, error)
 }
 
 // Config is what a Mutator needs.

@@ -631,7 +631,7 @@ func TestRefusal(t *testing.T) {
 // scopedParams knows which param kinds are namespaced.
 type scopedParams struct{ params }
 
-func (scopedParams) Namespaced(kind schema.GroupVersionKind) (bool, error) {
+func (scopedParams) Namespaced(_ context.Context, kind schema.GroupVersionKind) (bool, error) {
 	return kind != schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, nil
 }
 

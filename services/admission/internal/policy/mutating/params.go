@@ -27,7 +27,7 @@ func (m *Mutator) params(ctx context.Context, kind *admissionregistrationv1.Para
 	gvk := gv.WithKind(kind.Kind)
 	namespaced, scopeKnown := true, false
 	if s, ok := m.cfg.Params.(ParamScopes); ok {
-		if namespaced, err = s.Namespaced(gvk); err != nil {
+		if namespaced, err = s.Namespaced(ctx, gvk); err != nil {
 			return nil, fmt.Errorf("paramKind kind `%v` not known", kind.String())
 		}
 		scopeKnown = true

@@ -1,4 +1,4 @@
-// Package params serves the param objects of ValidatingAdmissionPolicy
+// Package params serves the param objects of admission policy
 // bindings from informers, as kube-apiserver's policy plugin does: an
 // informer on a paramKind's resource starts the first time a binding
 // asks for it and runs until Run returns, kinds map to resources through
