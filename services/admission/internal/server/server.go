@@ -118,7 +118,7 @@ func (s *Server) buildChain() error {
 		}
 		client = cs
 		f := feed.New(client, s.log)
-		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log})
+		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log, Registerer: s.registry})
 		if err != nil {
 			return err
 		}

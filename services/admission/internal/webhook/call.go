@@ -74,6 +74,17 @@ func denied(webhook string, result *metav1.Status) *apierrors.StatusError {
 // call asks h about a with obj as the object, and returns its answer, a
 // *callError, or a status error that no failurePolicy overrides.
 func (d *Dispatcher) call(ctx context.Context, h *hook, a *review.Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
+	start := time.Now()
+	ans, err := d.callOnce(ctx, h, a, obj, mutating)
+	typ := "validate"
+	if mutating {
+		typ = "admit"
+	}
+	d.metrics.observe(h.name, typ, string(a.Request.Operation), time.Since(start), ans, err)
+	return ans, err
+}
+
+func (d *Dispatcher) callOnce(ctx context.Context, h *hook, a *review.Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
 	if a.Request.DryRun != nil && *a.Request.DryRun {
 		if h.sideEffects == nil {
 			return nil, &callError{webhook: h.name, reason: errors.New("Webhook SideEffects is nil")}

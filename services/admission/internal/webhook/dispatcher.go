@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,12 +44,15 @@ type Config struct {
 	Resolver Resolver
 	// Logger records the webhooks that failed open; slog.Default when nil.
 	Logger *slog.Logger
+	// Registerer takes kube's webhook metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Dispatcher calls the webhooks that match a write. It is safe for
 // concurrent use.
 type Dispatcher struct {
 	cfg        Config
+	metrics    *metrics
 	clients    clients
 	conditions *conditions
 }
@@ -64,7 +68,11 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Dispatcher{cfg: cfg, clients: clients{resolver: cfg.Resolver, byKey: map[string]*client{}}, conditions: newConditions()}, nil
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Dispatcher{cfg: cfg, metrics: m, clients: clients{resolver: cfg.Resolver, byKey: map[string]*client{}}, conditions: newConditions()}, nil
 }
 
 // recorder gathers the warnings and audit annotations of one phase, from
