@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"time"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +12,11 @@ import (
 
 // QueueGroup is the queue group every admission replica subscribes in.
 const QueueGroup = "kplane-admission"
+
+// IdleFor is how long a requester may rely on an Idle verdict. It bounds
+// how late a new webhook or policy sees the writes of a resource nothing
+// named before, on top of the admission replicas' own informer delay.
+const IdleFor = 500 * time.Millisecond
 
 // Subjects of admission.
 const (
@@ -47,6 +54,11 @@ type Verdict struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// AuditAnnotations are added to the write's audit event.
 	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
+	// Idle says no step of the phase could act on any write of the same
+	// resource, subresource and operation, whatever its object: nothing
+	// configured names them. The requester may let such writes through
+	// the phase unasked for IdleFor.
+	Idle bool `json:"idle,omitempty"`
 	// Unsynced says the replica has not yet read its configuration and
 	// decided nothing: the requester asks again, so that another replica
 	// may answer.

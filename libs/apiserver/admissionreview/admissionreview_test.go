@@ -3,7 +3,9 @@ package admissionreview_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +167,47 @@ func TestUnsynced(t *testing.T) {
 	st, ok := err.(apierrors.APIStatus)
 	if !ok || st.Status().Code != http.StatusServiceUnavailable || st.Status().Details == nil || st.Status().Details.RetryAfterSeconds != 1 {
 		t.Fatalf("validate with every answer unsynced: %v, want 503 with retry after 1s", err)
+	}
+}
+
+// TestIdle shows a phase the service called idle for a resource and
+// operation is not asked again for such writes until admission.IdleFor
+// has passed, while other operations and phases still are.
+func TestIdle(t *testing.T) {
+	ns := natstest.Start(t)
+	var mu sync.Mutex
+	asked := map[string]int{}
+	serve(t, ns, func(subject string, r *admission.Review) admission.Verdict {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[subject+" "+string(r.Request.Operation)]++
+		return admission.Verdict{Allowed: true, Idle: r.Request.Operation == "CREATE"}
+	})
+	now := time.Now()
+	a := admissionreview.New(ns.Connect(t), 5*time.Second, admissionreview.WithClock(func() time.Time { return now }))
+	update := configMapWrite()
+	update.Operation = rest.Update
+	for range 3 {
+		for _, w := range []*rest.Attributes{configMapWrite(), update} {
+			if err := a.Admit(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Validate(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now = now.Add(admission.IdleFor)
+	if err := a.Admit(context.Background(), configMapWrite()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{
+		admission.SubjectMutate + " CREATE": 2, admission.SubjectValidate + " CREATE": 1,
+		admission.SubjectMutate + " UPDATE": 3, admission.SubjectValidate + " UPDATE": 3,
+	}
+	if fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("asked %v, want %v: creates once per phase until the idle time passes, updates every time", asked, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -21,6 +22,18 @@ type Mutator interface {
 // Validator is a step of the validating phase.
 type Validator interface {
 	Validate(ctx context.Context, a *review.Attributes) (*review.Result, error)
+}
+
+// ScopedMutator is a Mutator that can tell, from a write's resource,
+// subresource and operation alone, that it would not act on it.
+type ScopedMutator interface {
+	MayMutate(r *admissionv1.AdmissionRequest) bool
+}
+
+// ScopedValidator is a Validator that can tell, from a write's resource,
+// subresource and operation alone, that it would not act on it.
+type ScopedValidator interface {
+	MayValidate(r *admissionv1.AdmissionRequest) bool
 }
 
 // Config is what a Chain runs.
@@ -84,7 +97,7 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 			changed = true
 		}
 	}
-	v := &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations}
+	v := &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.mutateIdle(&r.Request)}
 	if changed && a.Object != nil {
 		if v.Object.Raw, err = json.Marshal(a.Object); err != nil {
 			return nil, fmt.Errorf("encode the mutated object: %w", err)
@@ -117,7 +130,27 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 		}
 		annotations = merge(annotations, res.AuditAnnotations)
 	}
-	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations}, nil
+	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.validateIdle(&r.Request)}, nil
+}
+
+// mutateIdle says whether no mutator could act on writes like r.
+func (c *Chain) mutateIdle(r *admissionv1.AdmissionRequest) bool {
+	for _, m := range c.mutators {
+		if s, ok := m.(ScopedMutator); !ok || s.MayMutate(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validateIdle says whether no validator could act on writes like r.
+func (c *Chain) validateIdle(r *admissionv1.AdmissionRequest) bool {
+	for _, v := range c.validators {
+		if s, ok := v.(ScopedValidator); !ok || s.MayValidate(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // unsynced is the verdict on r before the configuration has been read,

@@ -125,3 +125,41 @@ func TestRefusalsAndFailures(t *testing.T) {
 		t.Error("a step failing without a status: no error, want the chain to fail")
 	}
 }
+
+// scoped acts on nothing, and says whether it might.
+type scoped struct{ may bool }
+
+func (s scoped) Validate(context.Context, *review.Attributes) (*review.Result, error) {
+	return &review.Result{}, nil
+}
+
+func (s scoped) MayValidate(*admissionv1.AdmissionRequest) bool { return s.may }
+
+// TestIdle shows a phase is Idle only when every step says it could not
+// act on writes like the one asked about.
+func TestIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []Validator
+		idle  bool
+	}{
+		{"no step", nil, true},
+		{"steps that could not act", []Validator{scoped{}, scoped{}}, true},
+		{"one step that could", []Validator{scoped{}, scoped{may: true}}, false},
+		{"a step that cannot tell", []Validator{scoped{}, refuser{}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{Synced: func() bool { return true }, Validators: tc.steps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := c.Validate(context.Background(), write("alice"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Idle != tc.idle {
+				t.Errorf("idle %t, want %t", v.Idle, tc.idle)
+			}
+		})
+	}
+}

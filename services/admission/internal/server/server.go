@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"kplane.dev/libs/healthz"
@@ -126,18 +128,19 @@ func (s *Server) buildChain() error {
 		if err != nil {
 			return err
 		}
-		vaps, err := validating.New(validating.Config{Policies: f.ValidatingPolicies(), Namespaces: f, Params: ps, Registerer: s.registry, Logger: s.log})
+		vapPolicies, mapPolicies := f.ValidatingPolicies(), f.MutatingPolicies()
+		vaps, err := validating.New(validating.Config{Policies: vapPolicies, Namespaces: f, Params: ps, Registerer: s.registry, Logger: s.log})
 		if err != nil {
 			return err
 		}
-		maps, err := mutating.New(mutating.Config{Policies: f.MutatingPolicies(), Namespaces: f, Params: ps, Logger: s.log})
+		maps, err := mutating.New(mutating.Config{Policies: mapPolicies, Namespaces: f, Params: ps, Logger: s.log})
 		if err != nil {
 			return err
 		}
 		s.sources = append(s.sources, f, alwaysSynced{ps})
 		// kube's order: policies, then webhooks, in each phase.
-		mutators = append(mutators, policiesThenWebhooks{policies: maps, webhooks: webhooks})
-		validators = append(validators, vapStep{vaps}, webhooks)
+		mutators = append(mutators, policiesThenWebhooks{policies: maps, bindings: mapPolicies, webhooks: webhooks})
+		validators = append(validators, vapStep{v: vaps, bindings: vapPolicies}, webhooks)
 	}
 	if s.cfg.policyDir != "" || client != nil {
 		cfg := rego.Config{Dir: s.cfg.policyDir, Logger: s.log}
@@ -171,7 +174,19 @@ func (a alwaysSynced) Run(ctx context.Context) error { return a.runner.Run(ctx) 
 func (alwaysSynced) HasSynced() bool                 { return true }
 
 // vapStep is the ValidatingAdmissionPolicies as a validating step.
-type vapStep struct{ v *validating.Validator }
+type vapStep struct {
+	v        *validating.Validator
+	bindings interface {
+		Bindings() ([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, error)
+	}
+}
+
+// MayValidate says whether any binding exists: a binding's policy is
+// not looked into, which is cheap and errs towards asking.
+func (s vapStep) MayValidate(*admissionv1.AdmissionRequest) bool {
+	bs, err := s.bindings.Bindings()
+	return err != nil || len(bs) > 0
+}
 
 func (s vapStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	res, err := s.v.Validate(ctx, a)
@@ -189,7 +204,17 @@ func (s vapStep) Validate(ctx context.Context, a *review.Attributes) (*review.Re
 // are not reinvoked after that second pass of the policies.
 type policiesThenWebhooks struct {
 	policies *mutating.Mutator
+	bindings interface {
+		Bindings() ([]*admissionregistrationv1.MutatingAdmissionPolicyBinding, error)
+	}
 	webhooks *webhook.Dispatcher
+}
+
+// MayMutate says whether a policy binding exists or a webhook's rules
+// match writes like r.
+func (m policiesThenWebhooks) MayMutate(r *admissionv1.AdmissionRequest) bool {
+	bs, err := m.bindings.Bindings()
+	return err != nil || len(bs) > 0 || m.webhooks.MayMutate(r)
 }
 
 func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
@@ -228,6 +253,10 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 
 // regoStep is the operator's Rego policies as a validating step.
 type regoStep struct{ p *rego.Policies }
+
+func (r regoStep) MayValidate(req *admissionv1.AdmissionRequest) bool {
+	return r.p.MayValidate(req)
+}
 
 func (r regoStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	warnings, err := r.p.Validate(ctx, a)

@@ -122,6 +122,32 @@ func matchObject(h *hook, a *review.Attributes) (bool, error) {
 	return a.OldObject != nil && sel.Matches(labels.Set(a.OldObject.GetLabels())), nil
 }
 
+// MayMutate says whether a mutating webhook's rules match writes like r;
+// its selectors and conditions, which read the object, are not asked.
+func (d *Dispatcher) MayMutate(r *admissionv1.AdmissionRequest) bool {
+	hs, err := d.mutatingHooks()
+	return err != nil || mayMatch(hs, r)
+}
+
+// MayValidate says whether a validating webhook's rules match writes
+// like r.
+func (d *Dispatcher) MayValidate(r *admissionv1.AdmissionRequest) bool {
+	hs, err := d.validatingHooks()
+	return err != nil || mayMatch(hs, r)
+}
+
+func mayMatch(hs []*hook, r *admissionv1.AdmissionRequest) bool {
+	if exempt(&review.Attributes{Request: r}) {
+		return false
+	}
+	for _, h := range hs {
+		if matchRules(h.rules, r) {
+			return true
+		}
+	}
+	return false
+}
+
 func matchRules(rules []admissionregistrationv1.RuleWithOperations, r *admissionv1.AdmissionRequest) bool {
 	for _, rule := range rules {
 		if matchRule(rule, r) {

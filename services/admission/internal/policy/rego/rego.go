@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,6 +107,12 @@ func (p *Policies) Run(ctx context.Context) error {
 // New) and the ConfigMaps (listed by Run).
 func (p *Policies) HasSynced() bool {
 	return p.cms == nil || p.cms.HasSynced()
+}
+
+// MayValidate says whether any policy is in force: a policy may read
+// anything of a write, so any one may act on every write.
+func (p *Policies) MayValidate(*admissionv1.AdmissionRequest) bool {
+	return !p.engine.Current().Empty()
 }
 
 // Validate evaluates the policies in force for a. A deny refuses the
