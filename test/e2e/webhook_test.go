@@ -30,7 +30,7 @@ type admissionWebhook struct {
 	calls, dryRuns map[string]int
 }
 
-func newAdmissionWebhook(t *testing.T) *admissionWebhook {
+func newAdmissionWebhook(t testing.TB) *admissionWebhook {
 	t.Helper()
 	ca, err := pki.NewCA("e2e-admission-webhook-ca", time.Now())
 	if err != nil {
