@@ -129,6 +129,37 @@ func TestAdmissionPolicies(t *testing.T) {
 		})
 	})
 
+	t.Run("typeChecking", func(t *testing.T) {
+		applyManifest(t, sys, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: mistyped
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: object.data.size == 1
+  - expression: has(object.data) && object.data["a"] == 1
+`)
+		eventuallyKubectl(t, 15*time.Second, func() error {
+			got := mustKubectl(t, sys, "get", "validatingadmissionpolicy", "mistyped", "-o",
+				`jsonpath={.status.observedGeneration} {range .status.typeChecking.expressionWarnings[*]}{.fieldRef}: {.warning}{"\n"}{end}`)
+			for _, want := range []string{"1 spec.validations[0].expression: ", "spec.validations[1].expression: ", "no matching overload for '_==_' applied to '(string, int)'"} {
+				if !strings.Contains(got, want) {
+					return fmt.Errorf("status of a mistyped policy: %q, want it to hold %q", got, want)
+				}
+			}
+			return nil
+		})
+		if got := mustKubectl(t, sys, "get", "validatingadmissionpolicy", "mistyped", "-o", "jsonpath={.metadata.managedFields[?(@.subresource==\"status\")].manager}"); got != "validatingadmissionpolicy-status-controller" {
+			t.Errorf("status written by %q, want kube's validatingadmissionpolicy-status-controller", got)
+		}
+	})
+
 	t.Run("MutatingAdmissionPolicy", func(t *testing.T) {
 		applyManifest(t, sys, `apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy

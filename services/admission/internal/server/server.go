@@ -29,6 +29,7 @@ import (
 	"kplane.dev/services/admission/internal/policy/rego"
 	"kplane.dev/services/admission/internal/policy/validating"
 	"kplane.dev/services/admission/internal/review"
+	"kplane.dev/services/admission/internal/typecheck"
 	"kplane.dev/services/admission/internal/webhook"
 )
 
@@ -137,7 +138,7 @@ func (s *Server) buildChain() error {
 		if err != nil {
 			return err
 		}
-		s.sources = append(s.sources, f, alwaysSynced{ps})
+		s.sources = append(s.sources, f, alwaysSynced{ps}, alwaysSynced{typecheck.New(vapPolicies, client, time.Second, s.log)})
 		// kube's order: policies, then webhooks, in each phase.
 		mutators = append(mutators, policiesThenWebhooks{policies: maps, bindings: mapPolicies, webhooks: webhooks})
 		validators = append(validators, vapStep{v: vaps, bindings: vapPolicies}, webhooks)
@@ -165,7 +166,8 @@ func (s *Server) buildChain() error {
 }
 
 // alwaysSynced is a source with nothing to read before it can answer:
-// the param informers start when a binding first asks for them.
+// the param informers start when a binding first asks for them, and the
+// type checker only writes.
 type alwaysSynced struct {
 	runner interface{ Run(context.Context) error }
 }
