@@ -17,8 +17,7 @@ const (
 	ResponseExpires = 2 * time.Minute
 )
 
-// Admission's subjects and queue group: the admission service is not
-// built yet, its row reserves them.
+// Admission's subjects and queue group.
 const (
 	AdmissionSubjects   = "kplane.admission.>"
 	AdmissionQueueGroup = "kplane-admission"
@@ -117,7 +116,10 @@ func Services() []Service {
 			Publish: []string{authz.SubjectAccessReview, authz.SubjectRulesReview, AdmissionSubjects},
 		},
 		{
+			// Admission asks authz for the authorizer of CEL
+			// expressions in policies and matchConditions.
 			Name:      Admission,
+			Publish:   []string{authz.SubjectAccessReview},
 			Subscribe: reviews(AdmissionQueueGroup, AdmissionSubjects),
 			Responds:  true,
 		},

@@ -129,6 +129,60 @@ func TestAdmissionPolicies(t *testing.T) {
 		})
 	})
 
+	t.Run("authorizer", func(t *testing.T) {
+		applyManifest(t, sys, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: authorized
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "!authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('delete').allowed()"
+    message: who may delete secrets may not create these
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: authorized
+spec:
+  policyName: authorized
+  validationActions: [Deny]
+  matchResources:
+    objectSelector:
+      matchLabels:
+        kplane.test/case: authz
+`)
+		// The admin may delete secrets: refused.
+		eventuallyKubectl(t, 10*time.Second, func() error {
+			errOut, err := keysConfigMap(t, sys, "authz", fmt.Sprintf("admin-%d", time.Now().UnixNano()), 1)
+			if want := "ValidatingAdmissionPolicy 'authorized' with binding 'authorized' denied request: who may delete secrets may not create these"; err == nil || !strings.Contains(errOut, want) {
+				return fmt.Errorf("the admin's write: %v %q, want %q", err, errOut, want)
+			}
+			return nil
+		})
+		// A service account that may only create configmaps: passed.
+		mustKubectl(t, sys, "create", "serviceaccount", "limited")
+		mustKubectl(t, sys, "create", "role", "configmap-creator", "--verb=create", "--resource=configmaps")
+		mustKubectl(t, sys, "create", "rolebinding", "limited", "--role=configmap-creator", "--serviceaccount=default:limited")
+		token := strings.TrimSpace(mustKubectl(t, sys, "create", "token", "limited"))
+		file := filepath.Join(t.TempDir(), "limited.yaml")
+		if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: limited-cm\n  labels:\n    kplane.test/case: authz\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eventuallyKubectl(t, 10*time.Second, func() error {
+			if _, errOut, err := sys.KubectlToken(t, token, "create", "-f", file); err != nil {
+				return fmt.Errorf("a write by a user who may not delete secrets: %v\n%s", err, errOut)
+			}
+			return nil
+		})
+	})
+
 	t.Run("typeChecking", func(t *testing.T) {
 		applyManifest(t, sys, `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy

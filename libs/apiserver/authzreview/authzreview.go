@@ -8,6 +8,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/natsrpc"
@@ -96,4 +97,52 @@ func (a *Authorizer) Authorize(ctx context.Context, u *authenticationv1.UserInfo
 		return false, "", err
 	}
 	return status.Allowed, status.Reason, nil
+}
+
+// KubeAuthorizer asks authz through rpc, as kube's authorizer.Authorizer:
+// what kube's CEL authorizer library (the authorizer variable of
+// admission policies and matchConditions) calls.
+type KubeAuthorizer struct{ rpc Requester }
+
+var _ authorizer.Authorizer = (*KubeAuthorizer)(nil)
+
+// NewKubeAuthorizer asks authz through rpc.
+func NewKubeAuthorizer(rpc Requester) *KubeAuthorizer { return &KubeAuthorizer{rpc: rpc} }
+
+// Authorize asks authz about attrs; authz's no-opinion is kube's.
+func (a *KubeAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	spec := authorizationv1.SubjectAccessReviewSpec{}
+	if u := attrs.GetUser(); u != nil {
+		spec.User, spec.UID, spec.Groups, spec.Extra = u.GetName(), u.GetUID(), u.GetGroups(), Extra(u.GetExtra())
+	}
+	if attrs.IsResourceRequest() {
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Namespace: attrs.GetNamespace(), Verb: attrs.GetVerb(), Group: attrs.GetAPIGroup(), Version: attrs.GetAPIVersion(),
+			Resource: attrs.GetResource(), Subresource: attrs.GetSubresource(), Name: attrs.GetName(),
+		}
+	} else {
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: attrs.GetPath(), Verb: attrs.GetVerb()}
+	}
+	status, err := Authorize(ctx, a.rpc, spec)
+	switch {
+	case err != nil:
+		return authorizer.DecisionNoOpinion, "", err
+	case status.Allowed:
+		return authorizer.DecisionAllow, status.Reason, nil
+	case status.Denied:
+		return authorizer.DecisionDeny, status.Reason, nil
+	}
+	return authorizer.DecisionNoOpinion, status.Reason, nil
+}
+
+// ConditionsAwareAuthorize is Authorize: authz's decisions carry no
+// conditions.
+func (a *KubeAuthorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions fails closed, as kube asks of an authorizer without
+// conditions.
+func (a *KubeAuthorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
 }

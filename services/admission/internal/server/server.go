@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
@@ -69,14 +70,15 @@ func New(cfg *Config) (*Server, error) {
 	if err := s.registry.Register(s.steps); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	if err := s.buildChain(); err != nil {
-		return nil, err
-	}
 	nc, err := cfg.nats.Connect("kplane-admission")
 	if err != nil {
 		return nil, err
 	}
 	s.nats = nc
+	if err := s.buildChain(); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	s.rpc = natsrpc.NewServer(nc, s.log)
 	s.shutdown = cfg.serving.NewShutdown(s.drain)
 	s.http = cfg.serving.NewServer(s.handler())
@@ -88,6 +90,10 @@ func New(cfg *Config) (*Server, error) {
 	s.ln = ln
 	return s, nil
 }
+
+// authzTimeout bounds one question of an expression's authorizer to
+// authz.
+const authzTimeout = 5 * time.Second
 
 // source is configuration followed while the server runs.
 type source interface {
@@ -121,7 +127,10 @@ func (s *Server) buildChain() error {
 		}
 		client = cs
 		f := feed.New(client, s.log)
-		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log, Registerer: s.registry})
+		// The authorizer of CEL expressions asks authz, as core's
+		// escalation checks do.
+		authz := authzreview.NewKubeAuthorizer(authzreview.NewNATS(s.nats, authzTimeout))
+		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log, Registerer: s.registry, Authorizer: authz})
 		if err != nil {
 			return err
 		}
@@ -130,11 +139,11 @@ func (s *Server) buildChain() error {
 			return err
 		}
 		vapPolicies, mapPolicies := f.ValidatingPolicies(), f.MutatingPolicies()
-		vaps, err := validating.New(validating.Config{Policies: vapPolicies, Namespaces: f, Params: ps, Registerer: s.registry, Logger: s.log})
+		vaps, err := validating.New(validating.Config{Policies: vapPolicies, Namespaces: f, Params: ps, Registerer: s.registry, Logger: s.log, Authorizer: authz})
 		if err != nil {
 			return err
 		}
-		maps, err := mutating.New(mutating.Config{Policies: mapPolicies, Namespaces: f, Params: ps, Logger: s.log})
+		maps, err := mutating.New(mutating.Config{Policies: mapPolicies, Namespaces: f, Params: ps, Logger: s.log, Authorizer: authz})
 		if err != nil {
 			return err
 		}

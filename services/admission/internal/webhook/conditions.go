@@ -57,9 +57,7 @@ func (c *conditions) evaluator(mcs []admissionregistrationv1.MatchCondition) cel
 	for i := range mcs {
 		exprs[i] = (*matchCondition)(&mcs[i])
 	}
-	// There is no authorizer to bind, so an expression using one does
-	// not compile and counts as a condition in error.
-	e := c.compiler.CompileCondition(exprs, celplugin.OptionalVariableDeclarations{}, environment.StoredExpressions)
+	e := c.compiler.CompileCondition(exprs, celplugin.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
 	c.compiled[key.String()] = e
 	return e
 }
@@ -78,7 +76,7 @@ func (d *Dispatcher) matchConditions(ctx context.Context, h *hook, a *review.Att
 	}
 	req := a.Request.DeepCopy()
 	req.Object, req.OldObject = runtime.RawExtension{Object: va.GetObject()}, runtime.RawExtension{Object: va.GetOldObject()}
-	results, _, err := d.conditions.evaluator(h.matchConditions).ForInput(ctx, va, req, celplugin.OptionalVariableBindings{}, nil, celconfig.RuntimeCELCostBudgetMatchConditions)
+	results, _, err := d.conditions.evaluator(h.matchConditions).ForInput(ctx, va, req, celplugin.OptionalVariableBindings{Authorizer: d.cfg.Authorizer}, nil, celconfig.RuntimeCELCostBudgetMatchConditions)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)

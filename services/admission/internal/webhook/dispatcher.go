@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"kplane.dev/services/admission/internal/review"
 )
@@ -46,6 +47,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer takes kube's webhook metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Authorizer answers the authorizer variable of matchConditions;
+	// without it a condition that reads the variable is in error.
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // Dispatcher calls the webhooks that match a write. It is safe for

@@ -10,8 +10,6 @@
 //     through another version of the resource needs the resource's
 //     equivalents and a conversion of the object to the version the
 //     webhook asked for, which this package has neither of.
-//   - matchConditions have no authorizer variable; an expression that
-//     uses it is a condition in error.
 //   - The patch.webhook.admission.k8s.io audit annotations, which kube
 //     records only at audit level Request, are not made.
 //   - A webhook answering outside 2xx is described as kube describes a

@@ -42,7 +42,7 @@ func (m *Mutator) dispatch(ctx context.Context, a *review.Attributes, va *admiss
 			ictx = inv.compiled.compiler.CreateContext(ctx)
 		}
 		if inv.compiled.matcher != nil {
-			res := inv.compiled.matcher.Match(ictx, va, inv.param, nil)
+			res := inv.compiled.matcher.Match(ictx, va, inv.param, m.cfg.Authorizer)
 			if res.Error != nil {
 				errs = append(errs, policyError{policy: inv.policy, binding: inv.binding, err: res.Error, reason: metav1.StatusReasonInvalid})
 				continue
@@ -63,7 +63,7 @@ func (m *Mutator) dispatch(ctx context.Context, a *review.Attributes, va *admiss
 			if va.VersionedObject.Object() == nil {
 				continue // nothing to mutate: a delete
 			}
-			vars := plugincel.OptionalVariableBindings{VersionedParams: inv.param}
+			vars := plugincel.OptionalVariableBindings{VersionedParams: inv.param, Authorizer: m.cfg.Authorizer}
 			if err := m.patch(ictx, inv.compiled.patchers[i], va, ns, vars); err != nil {
 				var statusErr *apierrors.StatusError
 				if errors.As(err, &statusErr) {

@@ -50,9 +50,9 @@
 //   - matchPolicy Equivalent matches as Exact: there is no mapping of a
 //     resource to its equivalents in other versions, and objects are
 //     mutated in the version they were written in.
-//   - Expressions have no authorizer: the admission service makes no
-//     authorization checks here, so an expression that uses authorizer
-//     fails at run time, under the policy's failurePolicy.
+//   - The authorizer variable asks what Config.Authorizer answers;
+//     without one, an expression that uses it fails at run time, under
+//     the policy's failurePolicy.
 //   - The mutated object is not defaulted after each mutation, as kube
 //     defaults typed objects: objects here are unstructured.
 //   - A param kind's scope is known only when Params implements

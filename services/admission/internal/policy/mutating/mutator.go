@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"kplane.dev/services/admission/internal/review"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	Params Params
 	// Logger records the policies that failed open; slog.Default when nil.
 	Logger *slog.Logger
+	// Authorizer answers the authorizer variable of expressions; without
+	// it an expression that reads the variable fails.
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // Mutator applies the mutating admission policies that match a write. It

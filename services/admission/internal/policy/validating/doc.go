@@ -20,10 +20,9 @@
 //   - matchPolicy Equivalent matches as Exact: matching a rule through
 //     another version of the resource needs the resource's equivalents
 //     and a conversion of the object, which admission has neither of.
-//   - The authorizer and authorizer.requestResource variables are
-//     declared, so expressions type-check as in kube, but never bound:
-//     admission has no way to ask authz yet, so an expression that reads
-//     them fails when evaluated, as an error under failurePolicy.
+//   - The authorizer variable asks what Config.Authorizer answers (authz,
+//     in the service); without one, an expression that reads it fails
+//     when evaluated, as an error under failurePolicy.
 //   - Kube evaluates the policies in the order of a map; here they go by
 //     policy name, then binding name, so that among several refusals the
 //     one reported is always the same.

@@ -137,7 +137,7 @@ func (e *evaluation) policy(ctx context.Context, h hook) error {
 			}
 		}
 		for _, param := range params {
-			result := validator.Validate(ctx, matchResource, e.va, param, namespace, celconfig.RuntimeCELCostBudget, nil)
+			result := validator.Validate(ctx, matchResource, e.va, param, namespace, celconfig.RuntimeCELCostBudget, e.v.cfg.Authorizer)
 			if err := e.decisions(ctx, p, b, result, annotations); err != nil {
 				return err
 			}

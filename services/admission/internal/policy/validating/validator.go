@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"kplane.dev/services/admission/internal/review"
 )
@@ -70,6 +71,9 @@ type Config struct {
 	// Logger records failures that a failurePolicy of Ignore let
 	// through; slog.Default when nil.
 	Logger *slog.Logger
+	// Authorizer answers the authorizer variable of expressions; without
+	// it an expression that reads the variable fails.
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // Result is what the policies added to a write.
