@@ -86,6 +86,24 @@ func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/deny"):
 		response["allowed"] = false
 		response["status"] = map[string]any{"message": "no writes here"}
+	case p == "/set-b":
+		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/labels/b", "value": "yes"}})
+		response["patchType"] = "JSONPatch"
+		response["patch"] = base64.StdEncoding.EncodeToString(patch)
+	case p == "/copy-b":
+		// Records what label b held when it was called: reinvoked after
+		// set-b, it sees yes.
+		seen := "none"
+		if md, ok := review.Request.Object["metadata"].(map[string]any); ok {
+			if labels, ok := md["labels"].(map[string]any); ok {
+				if b, ok := labels["b"].(string); ok {
+					seen = b
+				}
+			}
+		}
+		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/labels/seen-b", "value": seen}})
+		response["patchType"] = "JSONPatch"
+		response["patch"] = base64.StdEncoding.EncodeToString(patch)
 	case p == "/label":
 		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}})
 		response["patchType"] = "JSONPatch"
@@ -204,6 +222,24 @@ func TestWebhooks(t *testing.T) {
 			}
 			if got := mustKubectl(t, sys, "get", "configmap", name, "-o", "jsonpath={.metadata.labels.mutated}"); got != "yes" {
 				return fmt.Errorf("label mutated is %q, want the webhook's yes", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("reinvocation", func(t *testing.T) {
+		// a-copy runs first (configurations go by name), before set-b
+		// adds label b; with IfNeeded it runs again and sees it.
+		copyB := strings.Replace(hook.configuration("MutatingWebhookConfiguration", "a-copy", "/copy-b", "  reinvocationPolicy: IfNeeded\n"), "kplane.test/case: a-copy", "kplane.test/case: reinvoke", 1)
+		setB := strings.Replace(hook.configuration("MutatingWebhookConfiguration", "b-set", "/set-b", ""), "kplane.test/case: b-set", "kplane.test/case: reinvoke", 1)
+		applyManifest(t, sys, copyB+"---\n"+setB)
+		eventuallyKubectl(t, 10*time.Second, func() error {
+			name := fmt.Sprintf("reinvoke-%d", time.Now().UnixNano())
+			if errOut, err := labelledConfigMap(t, sys, "reinvoke", name); err != nil {
+				return fmt.Errorf("create: %v\n%s", err, errOut)
+			}
+			if got := mustKubectl(t, sys, "get", "configmap", name, "-o", "jsonpath={.metadata.labels.b} {.metadata.labels.seen-b}"); got != "yes yes" {
+				return fmt.Errorf("labels b and seen-b are %q, want \"yes yes\": a-copy reinvoked after b-set", got)
 			}
 			return nil
 		})
