@@ -2,9 +2,7 @@ package mutating
 
 import (
 	"context"
-	"fmt"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,55 +60,18 @@ func matchRules(named []admissionregistrationv1.NamedRuleWithOperations, va *adm
 	return false
 }
 
-// selector parses s; a nil selector, which the API server defaults to {}
-// before a policy or binding is stored, selects everything.
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
-}
-
 func (m *Mutator) matchNamespace(ctx context.Context, a *review.Attributes, s *metav1.LabelSelector) (bool, error) {
-	r := a.Request
-	if r.Namespace == "" && r.Resource.Resource != "namespaces" {
-		return true, nil
-	}
-	sel, err := selector(s)
+	ok, err := review.MatchNamespace(ctx, m.cfg.Namespaces.Get, a, s)
 	if err != nil {
-		return false, apierrors.NewInternalError(err)
+		return false, err
 	}
-	if sel.Empty() {
-		return true, nil
-	}
-	// A namespace being created or updated is matched on its own new
-	// labels.
-	if r.Resource.Resource == "namespaces" && r.SubResource == "" &&
-		(r.Operation == admissionv1.Create || r.Operation == admissionv1.Update) && a.Object != nil {
-		return sel.Matches(labels.Set(a.Object.GetLabels())), nil
-	}
-	name := r.Namespace
-	if r.Resource.Resource == "namespaces" {
-		// A namespace's own write carries its name, not a namespace.
-		name = r.Name
-	}
-	ns, err := m.cfg.Namespaces.Get(ctx, name)
-	if apierrors.IsNotFound(err) {
-		if status, ok := err.(apierrors.APIStatus); ok {
-			return false, &apierrors.StatusError{ErrStatus: status.Status()}
-		}
-		return false, apierrors.NewInternalError(err)
-	}
-	if err != nil {
-		return false, apierrors.NewInternalError(fmt.Errorf("read namespace %q: %w", name, err))
-	}
-	return sel.Matches(labels.Set(ns.Labels)), nil
+	return ok, nil
 }
 
 // matchObject matches the new object's labels or the old one's, as kube
 // does.
 func matchObject(a *review.Attributes, s *metav1.LabelSelector) (bool, error) {
-	sel, err := selector(s)
+	sel, err := review.Selector(s)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/object"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
+
+	"kplane.dev/services/admission/internal/review"
 )
 
 // matchPolicy matches a policy's matchConstraints, which it must have,
@@ -86,56 +88,16 @@ func (e *evaluation) matchRules(named []admissionregistrationv1.NamedRuleWithOpe
 // objectSelector is a selector as kube's object matcher reads it.
 type objectSelector struct{ s *metav1.LabelSelector }
 
-func (o objectSelector) GetParsedObjectSelector() (labels.Selector, error) { return selector(o.s) }
-
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
+func (o objectSelector) GetParsedObjectSelector() (labels.Selector, error) {
+	return review.Selector(o.s)
 }
 
-// matchNamespace is kube's namespace matcher: a cluster-scoped write
-// always matches; a namespace being created or updated matches on its
-// own new labels; any other write on its namespace's stored labels, a
-// missing namespace being kube's 404.
+// matchNamespace matches s as kube's namespace matcher does, reading
+// the namespace once however many policies ask.
 func (e *evaluation) matchNamespace(ctx context.Context, s *metav1.LabelSelector) (bool, *apierrors.StatusError) {
-	r := e.a.Request
-	isNamespaces := r.Resource.Resource == "namespaces"
-	if r.Namespace == "" && !isNamespaces {
-		return true, nil
-	}
-	sel, err := selector(s)
-	if err != nil {
-		return false, apierrors.NewInternalError(err)
-	}
-	if sel.Empty() {
-		return true, nil
-	}
-	if isNamespaces && r.SubResource == "" && (r.Operation == "CREATE" || r.Operation == "UPDATE") {
-		if e.a.Object == nil {
-			return false, apierrors.NewInternalError(errors.New("a namespace write without its object"))
-		}
-		return sel.Matches(labels.Set(e.a.Object.GetLabels())), nil
-	}
-	name := r.Namespace
-	if isNamespaces && name == "" {
-		// Kube gives a namespace's request its own name as namespace;
-		// take the name should a caller leave the namespace empty.
-		name = r.Name
-	}
-	ns, err := e.namespaces.get(ctx, e.v.cfg.Namespaces, name)
-	if apierrors.IsNotFound(err) {
-		var status apierrors.APIStatus
-		if errors.As(err, &status) {
-			return false, &apierrors.StatusError{ErrStatus: status.Status()}
-		}
-		return false, apierrors.NewInternalError(err)
-	}
-	if err != nil {
-		return false, apierrors.NewInternalError(err)
-	}
-	return sel.Matches(labels.Set(ns.Labels)), nil
+	return review.MatchNamespace(ctx, func(ctx context.Context, name string) (*corev1.Namespace, error) {
+		return e.namespaces.get(ctx, e.v.cfg.Namespaces, name)
+	}, e.a, s)
 }
 
 // namespaceCache reads the write's namespace once however many policies
