@@ -54,7 +54,7 @@ func (s *server) calls() int {
 
 // startServer starts an HTTPS webhook. respond gets the request and
 // fills in the response; the uid and the review's apiVersion are echoed.
-func startServer(t *testing.T, respond func(r *http.Request, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse)) *server {
+func startServer(t testing.TB, respond func(r *http.Request, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse)) *server {
 	t.Helper()
 	ca, err := testCA()
 	if err != nil {
@@ -136,7 +136,7 @@ func (r resolver) ResolveEndpoint(_, _ string, _ int32) (*url.URL, error) { retu
 
 var testNamespaces = namespaces{"prod": {"env": "prod"}, "dev": {"env": "dev"}}
 
-func dispatcher(t *testing.T, c *configs) *Dispatcher {
+func dispatcher(t testing.TB, c *configs) *Dispatcher {
 	t.Helper()
 	d, err := New(Config{Configurations: c, Namespaces: testNamespaces, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
