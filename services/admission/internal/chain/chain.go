@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,13 +42,17 @@ type Config struct {
 	// Synced says whether the configuration has been read.
 	Synced func() bool
 	// StartUsers are the users whose writes are admitted unasked until
-	// the configuration has been read: the storage services' own.
+	// the configuration has been read, when they are in system:masters:
+	// the other services' own.
 	StartUsers []string
 	// Mutators run in order, each on the object the one before left.
 	Mutators []Mutator
 	// Validators run in order; the first refusal ends the phase.
 	Validators []Validator
 }
+
+// mastersGroup is the group every start user must be in.
+const mastersGroup = "system:masters"
 
 // Chain runs the phases. It is safe for concurrent use.
 type Chain struct {
@@ -159,7 +164,12 @@ func (c *Chain) unsynced(r *admission.Review) *admission.Verdict {
 	if c.synced() {
 		return nil
 	}
-	if c.startUsers[r.Request.UserInfo.Username] {
+	// A start user must also be in system:masters, as the services'
+	// identities are: a name alone could be claimed through an
+	// authenticator that passes names through unprefixed, and a member
+	// of system:masters may do anything anyway.
+	u := r.Request.UserInfo
+	if c.startUsers[u.Username] && slices.Contains(u.Groups, mastersGroup) {
 		return &admission.Verdict{Allowed: true}
 	}
 	return &admission.Verdict{Unsynced: true}

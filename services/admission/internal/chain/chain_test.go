@@ -39,10 +39,10 @@ func (r refuser) Validate(context.Context, *review.Attributes) (*review.Result, 
 	return &review.Result{Warnings: []string{"looked"}}, r.err
 }
 
-func write(user string) *admission.Review {
+func write(user string, groups ...string) *admission.Review {
 	return &admission.Review{Request: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Create,
-		UserInfo:  authenticationv1.UserInfo{Username: user},
+		UserInfo:  authenticationv1.UserInfo{Username: user, Groups: groups},
 		Object:    runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","labels":{"a":"0"}}}`)},
 	}}
 }
@@ -53,20 +53,23 @@ func TestUnsynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	masters := []string{"system:masters", "system:authenticated"}
 	for _, tc := range []struct {
 		name          string
 		synced        bool
 		user          string
+		groups        []string
 		allowed, wait bool
 	}{
-		{"a user before the configuration is read waits", false, "alice", false, true},
-		{"a start user before it is read passes", false, "system:kplane:core", true, false},
-		{"a start user after it is read is decided", true, "system:kplane:core", false, false},
-		{"a user after it is read is decided", true, "alice", false, false},
+		{"a user before the configuration is read waits", false, "alice", masters, false, true},
+		{"a start user before it is read passes", false, "system:kplane:core", masters, true, false},
+		{"a start user's name outside system:masters waits", false, "system:kplane:core", []string{"system:authenticated"}, false, true},
+		{"a start user after it is read is decided", true, "system:kplane:core", masters, false, false},
+		{"a user after it is read is decided", true, "alice", nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synced.Store(tc.synced)
-			v, err := c.Validate(context.Background(), write(tc.user))
+			v, err := c.Validate(context.Background(), write(tc.user, tc.groups...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.NATS.AddFlags(nats, "the admission reviews are served on")
 	fs.AddGoFlagSet(nats)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API (the gateway) the webhook configurations, admission policies and namespaces are read from; empty: nothing is configurable and every write is admitted")
-	fs.StringSliceVar(&o.StartUsers, "start-users", o.StartUsers, "users whose writes are admitted unasked until the configuration has been read: the storage services' own writes at start, made before the gateway serves")
+	fs.StringSliceVar(&o.StartUsers, "start-users", o.StartUsers, "users (who must also be in system:masters) whose writes are admitted unasked until the configuration has been read: the other services' own writes at start, made before the gateway serves")
 	fs.StringVar(&o.PolicyDir, "admission-policy-dir", o.PolicyDir, "directory of Rego admission policies (*.rego, package kplane.admission or below), reloaded when they change; empty for none")
 	fs.StringVar(&o.PolicyNamespace, "admission-policy-namespace", o.PolicyNamespace, "namespace whose ConfigMaps labelled kplane.dev/admission-policy=true hold Rego admission policies (read with --kubeconfig)")
 	fs.StringSliceVar(&o.ServiceMap, "service-map", o.ServiceMap, "where webhook services live, namespace/name=https://host:port, repeated or comma-separated; empty resolves https://<name>.<namespace>.svc:<port>")
