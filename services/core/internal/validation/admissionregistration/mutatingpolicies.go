@@ -68,22 +68,8 @@ func validateMutatingPolicy(p, old *admissionv1.MutatingAdmissionPolicy) field.E
 	fldPath := field.NewPath("spec")
 	stored := storedMutatingPolicyExpressions(old)
 	var errs field.ErrorList
-	if spec.FailurePolicy == nil {
-		errs = append(errs, field.Required(fldPath.Child("failurePolicy"), ""))
-	} else if !slices.Contains(failurePolicies, string(*spec.FailurePolicy)) {
-		errs = append(errs, field.NotSupported(fldPath.Child("failurePolicy"), *spec.FailurePolicy, failurePolicies))
-	}
-	if spec.ParamKind != nil {
-		errs = append(errs, validateParamKind(*spec.ParamKind, fldPath.Child("paramKind"))...)
-	}
-	if spec.MatchConstraints == nil {
-		errs = append(errs, field.Required(fldPath.Child("matchConstraints"), ""))
-	} else {
-		errs = append(errs, validateMatchResources(spec.MatchConstraints, fldPath.Child("matchConstraints"))...)
-		// The resource rules give the expressions their object types.
-		if len(spec.MatchConstraints.ResourceRules) == 0 {
-			errs = append(errs, field.Required(fldPath.Child("matchConstraints", "resourceRules"), ""))
-		}
+	errs = append(errs, validatePolicyCommon(spec.FailurePolicy, spec.ParamKind, spec.MatchConstraints, fldPath)...)
+	if spec.MatchConstraints != nil {
 		errs = append(errs, validateMutatingOperations(spec.MatchConstraints, fldPath.Child("matchConstraints", "resourceRules", "operations"))...)
 	}
 	hasParams := spec.ParamKind != nil

@@ -25,27 +25,34 @@ const (
 	maxAuditAnnotationValueExpressionLength = 5 * 1024
 )
 
+// validatePolicyCommon checks what both kinds of admission policy
+// declare alike: failurePolicy, paramKind and matchConstraints.
+func validatePolicyCommon(failurePolicy *admissionv1.FailurePolicyType, paramKind *admissionv1.ParamKind, constraints *admissionv1.MatchResources, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if failurePolicy == nil {
+		errs = append(errs, field.Required(fldPath.Child("failurePolicy"), ""))
+	} else if !slices.Contains(failurePolicies, string(*failurePolicy)) {
+		errs = append(errs, field.NotSupported(fldPath.Child("failurePolicy"), *failurePolicy, failurePolicies))
+	}
+	if paramKind != nil {
+		errs = append(errs, validateParamKind(*paramKind, fldPath.Child("paramKind"))...)
+	}
+	if constraints == nil {
+		return append(errs, field.Required(fldPath.Child("matchConstraints"), ""))
+	}
+	errs = append(errs, validateMatchResources(constraints, fldPath.Child("matchConstraints"))...)
+	// The resource rules give the expressions their object types.
+	if len(constraints.ResourceRules) == 0 {
+		errs = append(errs, field.Required(fldPath.Child("matchConstraints", "resourceRules"), ""))
+	}
+	return errs
+}
+
 func validatePolicy(pol *admissionv1.ValidatingAdmissionPolicy, skipMatchConditions bool) field.ErrorList {
 	spec := &pol.Spec
 	fldPath := field.NewPath("spec")
 	var errs field.ErrorList
-	if spec.FailurePolicy == nil {
-		errs = append(errs, field.Required(fldPath.Child("failurePolicy"), ""))
-	} else if !slices.Contains(failurePolicies, string(*spec.FailurePolicy)) {
-		errs = append(errs, field.NotSupported(fldPath.Child("failurePolicy"), *spec.FailurePolicy, failurePolicies))
-	}
-	if spec.ParamKind != nil {
-		errs = append(errs, validateParamKind(*spec.ParamKind, fldPath.Child("paramKind"))...)
-	}
-	if spec.MatchConstraints == nil {
-		errs = append(errs, field.Required(fldPath.Child("matchConstraints"), ""))
-	} else {
-		errs = append(errs, validateMatchResources(spec.MatchConstraints, fldPath.Child("matchConstraints"))...)
-		// The resource rules give the expressions their object types.
-		if len(spec.MatchConstraints.ResourceRules) == 0 {
-			errs = append(errs, field.Required(fldPath.Child("matchConstraints", "resourceRules"), ""))
-		}
-	}
+	errs = append(errs, validatePolicyCommon(spec.FailurePolicy, spec.ParamKind, spec.MatchConstraints, fldPath)...)
 	if !skipMatchConditions {
 		errs = append(errs, validateMatchConditions(spec.MatchConditions, fldPath.Child("matchConditions"))...)
 	}
