@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	k8s.io/api v0.37.2
+	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 )
 

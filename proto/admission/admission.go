@@ -4,6 +4,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -39,6 +40,26 @@ type Review struct {
 	// subresource as requested and as stored, name, namespace,
 	// operation, user, object, old object, options and dryRun.
 	Request admissionv1.AdmissionRequest `json:"request"`
+	// Equivalents are the other resources the written objects are
+	// served as (kube's equivalent resources: every served version of a
+	// custom resource, events in core/v1 and in events.k8s.io/v1), with
+	// the kind each takes for the request's subresource. A webhook or
+	// policy with matchPolicy Equivalent whose rules name one of them
+	// sees the write converted to it. Empty when there are none.
+	Equivalents []Equivalent `json:"equivalents,omitempty"`
+	// Definition is, for a custom resource with Equivalents, its
+	// CustomResourceDefinition cut to what converting between its
+	// versions takes (name, uid, generation, group, names, scope, the
+	// versions' names and subresources, conversion), so that admission
+	// converts as the crd service does. Nil for built-in resources, whose
+	// conversions admission knows.
+	Definition *apiextensionsv1.CustomResourceDefinition `json:"definition,omitempty"`
+}
+
+// Equivalent is one resource equivalent to a write's.
+type Equivalent struct {
+	Resource metav1.GroupVersionResource `json:"resource"`
+	Kind     metav1.GroupVersionKind     `json:"kind"`
 }
 
 // Verdict is admission's answer for one phase of one write.

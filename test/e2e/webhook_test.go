@@ -28,6 +28,17 @@ type admissionWebhook struct {
 	// calls counts the reviews each path answered; dryRuns those that
 	// were dry runs.
 	calls, dryRuns map[string]int
+	// last is the last request each path received.
+	last map[string]webhookRequest
+}
+
+// webhookRequest is what the tests read of an AdmissionReview's request.
+type webhookRequest struct {
+	UID         string            `json:"uid"`
+	DryRun      bool              `json:"dryRun"`
+	Kind        map[string]string `json:"kind"`
+	RequestKind map[string]string `json:"requestKind"`
+	Object      map[string]any    `json:"object"`
 }
 
 func newAdmissionWebhook(t testing.TB) *admissionWebhook {
@@ -40,7 +51,7 @@ func newAdmissionWebhook(t testing.TB) *admissionWebhook {
 	if err != nil {
 		t.Fatalf("issue the webhook certificate: %v", err)
 	}
-	w := &admissionWebhook{caBundle: ca.CertPEM(), calls: map[string]int{}, dryRuns: map[string]int{}}
+	w := &admissionWebhook{caBundle: ca.CertPEM(), calls: map[string]int{}, dryRuns: map[string]int{}, last: map[string]webhookRequest{}}
 	w.Server = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
 	w.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLSCertificate()}}
 	w.StartTLS()
@@ -54,14 +65,18 @@ func (w *admissionWebhook) callsOf(path string) (calls, dryRuns int) {
 	return w.calls[path], w.dryRuns[path]
 }
 
+// lastOf is the last request path received, and whether it received one.
+func (w *admissionWebhook) lastOf(path string) (webhookRequest, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.last[path]
+	return r, ok
+}
+
 func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	var review struct {
-		APIVersion string `json:"apiVersion"`
-		Request    struct {
-			UID    string         `json:"uid"`
-			DryRun bool           `json:"dryRun"`
-			Object map[string]any `json:"object"`
-		} `json:"request"`
+		APIVersion string         `json:"apiVersion"`
+		Request    webhookRequest `json:"request"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
 		http.Error(rw, fmt.Sprintf("read the AdmissionReview: %v", err), http.StatusBadRequest)
@@ -69,6 +84,7 @@ func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.mu.Lock()
 	w.calls[r.URL.Path]++
+	w.last[r.URL.Path] = review.Request
 	if review.Request.DryRun {
 		w.dryRuns[r.URL.Path]++
 	}

@@ -112,6 +112,10 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	review := &admission.Review{Request: *req, Equivalents: equivalents(attrs)}
+	if len(review.Equivalents) > 0 {
+		review.Definition = attrs.Definition
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var v admission.Verdict
@@ -125,7 +129,7 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 		// webhooks, and asks webhook authors to make them idempotent.
 		// Failing the write instead would fail writes every policy
 		// passes each time an admission replica is lost.
-		if err := natsrpc.RequestJSON(ctx, a.conn, subject, &admission.Review{Request: *req}, &v, natsrpc.Idempotent()); err != nil {
+		if err := natsrpc.RequestJSON(ctx, a.conn, subject, review, &v, natsrpc.Idempotent()); err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, err
 			}
@@ -155,6 +159,18 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 		return nil, &apierrors.StatusError{ErrStatus: st}
 	}
 	return &v, nil
+}
+
+// equivalents are the Review's equivalents of a write.
+func equivalents(attrs *rest.Attributes) []admission.Equivalent {
+	var out []admission.Equivalent
+	for _, e := range attrs.Equivalents {
+		out = append(out, admission.Equivalent{
+			Resource: metav1.GroupVersionResource{Group: e.Resource.Group, Version: e.Resource.Version, Resource: e.Resource.Resource},
+			Kind:     metav1.GroupVersionKind{Group: e.Kind.Group, Version: e.Kind.Version, Kind: e.Kind.Kind},
+		})
+	}
+	return out
 }
 
 // request is the AdmissionRequest of a write.

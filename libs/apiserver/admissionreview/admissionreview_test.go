@@ -5,18 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/warning"
 
 	"kplane.dev/libs/apiserver/admissionreview"
+	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/natstest"
@@ -209,5 +213,45 @@ func TestIdle(t *testing.T) {
 	}
 	if fmt.Sprint(asked) != fmt.Sprint(want) {
 		t.Errorf("asked %v, want %v: creates once per phase until the idle time passes, updates every time", asked, want)
+	}
+}
+
+// TestEquivalents shows a write's equivalent resources, and the CRD to
+// convert with, reaching admission; a write without equivalents sends
+// no CRD, whatever its resource declares.
+func TestEquivalents(t *testing.T) {
+	ns := natstest.Start(t)
+	got := make(chan *admission.Review, 2)
+	serve(t, ns, func(subject string, r *admission.Review) admission.Verdict {
+		if subject == admission.SubjectValidate {
+			got <- r
+		}
+		return admission.Verdict{Allowed: true}
+	})
+	a := admissionreview.New(ns.Connect(t), time.Minute)
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", Generation: 3}}
+	w := configMapWrite()
+	w.Equivalents = []resource.Equivalent{{
+		Resource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+		Kind:     schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+	}}
+	w.Definition = crd
+	if err := a.Validate(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	want := []admission.Equivalent{{
+		Resource: metav1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+		Kind:     metav1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+	}}
+	if !reflect.DeepEqual(r.Equivalents, want) || r.Definition == nil || r.Definition.Name != crd.Name || r.Definition.Generation != 3 {
+		t.Errorf("equivalents %+v, definition %+v; want %+v and the CRD", r.Equivalents, r.Definition, want)
+	}
+	w.Equivalents = nil
+	if err := a.Validate(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.Equivalents != nil || r.Definition != nil {
+		t.Errorf("a write without equivalents sent %+v and %+v", r.Equivalents, r.Definition)
 	}
 }

@@ -3,6 +3,7 @@ package resource
 import (
 	"context"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,6 +63,17 @@ type Resource struct {
 	// version.
 	StorageVersion string
 
+	// Equivalents are the other group-versions this resource's stored
+	// objects are served as, kube's equivalent resources: a custom
+	// resource's other served versions, events in core/v1 and in
+	// events.k8s.io/v1. Admission webhooks and policies with matchPolicy
+	// Equivalent match a write through any of them.
+	Equivalents []Equivalent
+	// Definition is, for a custom resource with Equivalents, its CRD cut
+	// to what converting between its versions takes: admission converts
+	// a write with it for what matches an equivalent version.
+	Definition *apiextensionsv1.CustomResourceDefinition
+
 	// StoreGeneration names what the resource's store depends on besides
 	// its group, version and resource, such as a custom resource's
 	// schema: a server replacing the resource keeps its store (and watch
@@ -73,6 +85,13 @@ type Resource struct {
 	// kube's reviews: it answers every create and nothing else is served
 	// (Verbs must be just create). The server builds no store for it.
 	Creater Creater
+}
+
+// Equivalent is a resource, and the kind of its objects, that serves
+// another resource's stored objects.
+type Equivalent struct {
+	Resource schema.GroupVersionResource
+	Kind     schema.GroupVersionKind
 }
 
 // Creater answers the creates of a resource or subresource that is not

@@ -3,11 +3,15 @@ package rest
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/libs/apiserver/resource"
 )
 
 // Operation is the kind of write admission is asked about, named as in
@@ -44,6 +48,19 @@ type Attributes struct {
 	// User is who asked, as the front proxy authenticated the request;
 	// nil when it was not.
 	User *authenticationv1.UserInfo
+	// Equivalents and Definition are the resource's, for admission's
+	// matchPolicy Equivalent; the equivalents' kinds are Kind's when a
+	// subresource takes a kind of its own (scale).
+	Equivalents []resource.Equivalent
+	Definition  *apiextensionsv1.CustomResourceDefinition
+}
+
+// setKind sets the kind a subresource takes, for a and its equivalents.
+func (a *Attributes) setKind(kind schema.GroupVersionKind) {
+	a.Kind = kind
+	for i := range a.Equivalents {
+		a.Equivalents[i].Kind = kind
+	}
 }
 
 // Admission is one admission plugin, kube's admission.Interface: it
@@ -101,6 +118,8 @@ func (h *Handler) attributes(ctx context.Context, op Operation, namespace, name,
 		OldObject:   old,
 		Options:     opts,
 		DryRun:      dryRun,
+		Equivalents: slices.Clone(h.r.Equivalents),
+		Definition:  h.r.Definition,
 	}
 	a.User = userInfo(ctx)
 	return a

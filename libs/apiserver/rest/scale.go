@@ -413,7 +413,7 @@ func (h *Handler) scaled(ctx context.Context, w write, existing runtime.Object, 
 		return nil, err
 	}
 	a := h.attributes(ctx, Update, w.namespace, w.name, w.subresource, obj, old, updateOptions(w.options), w.dryRun)
-	a.Kind = scaleGVK
+	a.setKind(scaleGVK)
 	if obj, err = h.admit(ctx, a); err != nil {
 		return nil, err
 	}

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/review"
@@ -28,13 +28,13 @@ type Validator interface {
 // ScopedMutator is a Mutator that can tell, from a write's resource,
 // subresource and operation alone, that it would not act on it.
 type ScopedMutator interface {
-	MayMutate(r *admissionv1.AdmissionRequest) bool
+	MayMutate(a *review.Attributes) bool
 }
 
 // ScopedValidator is a Validator that can tell, from a write's resource,
 // subresource and operation alone, that it would not act on it.
 type ScopedValidator interface {
-	MayValidate(r *admissionv1.AdmissionRequest) bool
+	MayValidate(a *review.Attributes) bool
 }
 
 // Config is what a Chain runs.
@@ -49,6 +49,15 @@ type Config struct {
 	Mutators []Mutator
 	// Validators run in order; the first refusal ends the phase.
 	Validators []Validator
+	// Converters convert a write's objects to its equivalents; without
+	// them a step that matches an equivalent fails the write.
+	Converters Converters
+}
+
+// Converters make the converter of a review's objects, nil when it has no
+// equivalents.
+type Converters interface {
+	For(r *admission.Review) (review.Converter, error)
 }
 
 // mastersGroup is the group every start user must be in.
@@ -60,6 +69,7 @@ type Chain struct {
 	startUsers map[string]bool
 	mutators   []Mutator
 	validators []Validator
+	converters Converters
 }
 
 // New makes a Chain.
@@ -67,7 +77,7 @@ func New(cfg Config) (*Chain, error) {
 	if cfg.Synced == nil {
 		return nil, errors.New("admission chain: no Synced")
 	}
-	c := &Chain{synced: cfg.Synced, startUsers: map[string]bool{}, mutators: cfg.Mutators, validators: cfg.Validators}
+	c := &Chain{synced: cfg.Synced, startUsers: map[string]bool{}, mutators: cfg.Mutators, validators: cfg.Validators, converters: cfg.Converters}
 	for _, u := range cfg.StartUsers {
 		c.startUsers[u] = true
 	}
@@ -79,7 +89,7 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 	if v := c.unsynced(r); v != nil {
 		return v, nil
 	}
-	a, err := attributes(r)
+	a, err := c.attributes(r)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +108,11 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 		}
 		annotations = merge(annotations, res.AuditAnnotations)
 		if res.Object != nil {
-			a = &review.Attributes{Request: a.Request, Object: res.Object, OldObject: a.OldObject}
+			a = a.WithObject(res.Object)
 			changed = true
 		}
 	}
-	v := &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.mutateIdle(&r.Request)}
+	v := &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.mutateIdle(a)}
 	if changed && a.Object != nil {
 		if v.Object.Raw, err = json.Marshal(a.Object); err != nil {
 			return nil, fmt.Errorf("encode the mutated object: %w", err)
@@ -116,7 +126,7 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 	if v := c.unsynced(r); v != nil {
 		return v, nil
 	}
-	a, err := attributes(r)
+	a, err := c.attributes(r)
 	if err != nil {
 		return nil, err
 	}
@@ -135,23 +145,23 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 		}
 		annotations = merge(annotations, res.AuditAnnotations)
 	}
-	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.validateIdle(&r.Request)}, nil
+	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.validateIdle(a)}, nil
 }
 
-// mutateIdle says whether no mutator could act on writes like r.
-func (c *Chain) mutateIdle(r *admissionv1.AdmissionRequest) bool {
+// mutateIdle says whether no mutator could act on writes like a.
+func (c *Chain) mutateIdle(a *review.Attributes) bool {
 	for _, m := range c.mutators {
-		if s, ok := m.(ScopedMutator); !ok || s.MayMutate(r) {
+		if s, ok := m.(ScopedMutator); !ok || s.MayMutate(a) {
 			return false
 		}
 	}
 	return true
 }
 
-// validateIdle says whether no validator could act on writes like r.
-func (c *Chain) validateIdle(r *admissionv1.AdmissionRequest) bool {
+// validateIdle says whether no validator could act on writes like a.
+func (c *Chain) validateIdle(a *review.Attributes) bool {
 	for _, v := range c.validators {
-		if s, ok := v.(ScopedValidator); !ok || s.MayValidate(r) {
+		if s, ok := v.(ScopedValidator); !ok || s.MayValidate(a) {
 			return false
 		}
 	}
@@ -205,20 +215,30 @@ func merge(a, b map[string]string) map[string]string {
 }
 
 // attributes decodes the objects of r once for every step.
-func attributes(r *admission.Review) (*review.Attributes, error) {
-	a := &review.Attributes{Request: &r.Request}
-	for _, f := range []struct {
-		raw []byte
-		to  **unstructured.Unstructured
-	}{{r.Request.Object.Raw, &a.Object}, {r.Request.OldObject.Raw, &a.OldObject}} {
-		if len(f.raw) == 0 {
+func (c *Chain) attributes(r *admission.Review) (*review.Attributes, error) {
+	var objs [2]*unstructured.Unstructured
+	for i, raw := range [][]byte{r.Request.Object.Raw, r.Request.OldObject.Raw} {
+		if len(raw) == 0 {
 			continue
 		}
 		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(f.raw); err != nil {
+		if err := u.UnmarshalJSON(raw); err != nil {
 			return nil, fmt.Errorf("decode the object under review: %w", err)
 		}
-		*f.to = u
+		objs[i] = u
 	}
-	return a, nil
+	var (
+		equivalents []review.Target
+		conv        review.Converter
+	)
+	if len(r.Equivalents) > 0 && c.converters != nil {
+		for _, e := range r.Equivalents {
+			equivalents = append(equivalents, review.Target{Resource: schema.GroupVersionResource(e.Resource), Kind: schema.GroupVersionKind(e.Kind)})
+		}
+		var err error
+		if conv, err = c.converters.For(r); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
+	return review.New(&r.Request, objs[0], objs[1], equivalents, conv), nil
 }

@@ -136,7 +136,7 @@ func (s scoped) Validate(context.Context, *review.Attributes) (*review.Result, e
 	return &review.Result{}, nil
 }
 
-func (s scoped) MayValidate(*admissionv1.AdmissionRequest) bool { return s.may }
+func (s scoped) MayValidate(*review.Attributes) bool { return s.may }
 
 // TestIdle shows a phase is Idle only when every step says it could not
 // act on writes like the one asked about.

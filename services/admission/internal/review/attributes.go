@@ -22,6 +22,15 @@ type Attributes struct {
 	Object *unstructured.Unstructured
 	// OldObject is the object being replaced; nil for a create.
 	OldObject *unstructured.Unstructured
+	// Equivalents are the other resources and kinds the objects are
+	// served as, which matchPolicy Equivalent matches; Converter converts
+	// the objects to them.
+	Equivalents []Target
+	Converter   Converter
+
+	// views caches the conversions to equivalents; nil when there are
+	// none, or for attributes built as literals, which convert each time.
+	views *views
 }
 
 // Result is what the steps of one phase added to a write they let
@@ -57,8 +66,14 @@ func (a *Attributes) Versioned() (*admission.VersionedAttributes, error) {
 		extra[k] = v
 	}
 	u := &user.DefaultInfo{Name: r.UserInfo.Username, UID: r.UserInfo.UID, Groups: r.UserInfo.Groups, Extra: extra}
-	kind := schema.GroupVersionKind(r.Kind)
-	attrs := admission.NewAttributesRecord(obj, old, kind, r.Namespace, r.Name, schema.GroupVersionResource(r.Resource),
+	// The attributes are the write as the client made it; only the
+	// versioned kind and objects are those of an equivalent a is seen
+	// as, as in kube's VersionedAttributes.
+	kind, resource := schema.GroupVersionKind(r.Kind), schema.GroupVersionResource(r.Resource)
+	if r.RequestKind != nil && r.RequestResource != nil {
+		kind, resource = schema.GroupVersionKind(*r.RequestKind), schema.GroupVersionResource(*r.RequestResource)
+	}
+	attrs := admission.NewAttributesRecord(obj, old, kind, r.Namespace, r.Name, resource,
 		r.SubResource, admission.Operation(r.Operation), options, r.DryRun != nil && *r.DryRun, u)
-	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old)}, nil
+	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: schema.GroupVersionKind(r.Kind), VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old)}, nil
 }

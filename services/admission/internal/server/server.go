@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -24,6 +23,7 @@ import (
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/chain"
+	"kplane.dev/services/admission/internal/convert"
 	"kplane.dev/services/admission/internal/feed"
 	"kplane.dev/services/admission/internal/policy/mutating"
 	"kplane.dev/services/admission/internal/policy/params"
@@ -164,11 +164,16 @@ func (s *Server) buildChain() error {
 		s.sources = append(s.sources, policies)
 		validators = append(validators, regoStep{policies})
 	}
+	converters, err := convert.New(s.cfg.resolver)
+	if err != nil {
+		return err
+	}
 	c, err := chain.New(chain.Config{
 		Synced:     s.synced,
 		StartUsers: s.cfg.startUsers,
 		Mutators:   mutators,
 		Validators: validators,
+		Converters: converters,
 	})
 	s.chain = c
 	return err
@@ -194,7 +199,7 @@ type vapStep struct {
 
 // MayValidate says whether any binding exists: a binding's policy is
 // not looked into, which is cheap and errs towards asking.
-func (s vapStep) MayValidate(*admissionv1.AdmissionRequest) bool {
+func (s vapStep) MayValidate(*review.Attributes) bool {
 	bs, err := s.bindings.Bindings()
 	return err != nil || len(bs) > 0
 }
@@ -222,10 +227,10 @@ type policiesThenWebhooks struct {
 }
 
 // MayMutate says whether a policy binding exists or a webhook's rules
-// match writes like r.
-func (m policiesThenWebhooks) MayMutate(r *admissionv1.AdmissionRequest) bool {
+// match writes like a.
+func (m policiesThenWebhooks) MayMutate(a *review.Attributes) bool {
 	bs, err := m.bindings.Bindings()
-	return err != nil || len(bs) > 0 || m.webhooks.MayMutate(r)
+	return err != nil || len(bs) > 0 || m.webhooks.MayMutate(a)
 }
 
 func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
@@ -236,14 +241,14 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 	}
 	changed := obj != nil
 	if changed {
-		a = &review.Attributes{Request: a.Request, Object: obj, OldObject: a.OldObject}
+		a = a.WithObject(obj)
 	}
 	res, err := m.webhooks.Mutate(ctx, a)
 	if err != nil {
 		return nil, err
 	}
 	if res.Object != nil {
-		a = &review.Attributes{Request: a.Request, Object: res.Object, OldObject: a.OldObject}
+		a = a.WithObject(res.Object)
 		changed = true
 	}
 	if res.Object != nil || re.Changed() {
@@ -252,7 +257,7 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 			return nil, err
 		}
 		if obj != nil {
-			a = &review.Attributes{Request: a.Request, Object: obj, OldObject: a.OldObject}
+			a = a.WithObject(obj)
 			changed = true
 		}
 	}
@@ -265,8 +270,8 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 // regoStep is the operator's Rego policies as a validating step.
 type regoStep struct{ p *rego.Policies }
 
-func (r regoStep) MayValidate(req *admissionv1.AdmissionRequest) bool {
-	return r.p.MayValidate(req)
+func (r regoStep) MayValidate(a *review.Attributes) bool {
+	return r.p.MayValidate(a.Request)
 }
 
 func (r regoStep) Validate(ctx context.Context, a *review.Attributes) (*review.Result, error) {

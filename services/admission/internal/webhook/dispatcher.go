@@ -130,6 +130,7 @@ type hook struct {
 	index              int
 	clientConfig       admissionregistrationv1.WebhookClientConfig
 	rules              []admissionregistrationv1.RuleWithOperations
+	matchPolicy        *admissionregistrationv1.MatchPolicyType
 	failurePolicy      *admissionregistrationv1.FailurePolicyType
 	sideEffects        *admissionregistrationv1.SideEffectClass
 	timeoutSeconds     *int32
@@ -161,7 +162,7 @@ func (d *Dispatcher) mutatingHooks() ([]*hook, error) {
 			w := &c.Webhooks[i]
 			hs = append(hs, &hook{
 				name: w.Name, configuration: c.Name, index: i,
-				clientConfig: w.ClientConfig, rules: w.Rules,
+				clientConfig: w.ClientConfig, rules: w.Rules, matchPolicy: w.MatchPolicy,
 				failurePolicy: w.FailurePolicy, sideEffects: w.SideEffects,
 				timeoutSeconds: w.TimeoutSeconds, reviewVersions: w.AdmissionReviewVersions,
 				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,
@@ -185,7 +186,7 @@ func (d *Dispatcher) validatingHooks() ([]*hook, error) {
 			w := &c.Webhooks[i]
 			hs = append(hs, &hook{
 				name: w.Name, configuration: c.Name, index: i,
-				clientConfig: w.ClientConfig, rules: w.Rules,
+				clientConfig: w.ClientConfig, rules: w.Rules, matchPolicy: w.MatchPolicy,
 				failurePolicy: w.FailurePolicy, sideEffects: w.SideEffects,
 				timeoutSeconds: w.TimeoutSeconds, reviewVersions: w.AdmissionReviewVersions,
 				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,

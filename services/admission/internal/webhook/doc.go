@@ -2,14 +2,14 @@
 // admissionregistration.k8s.io/v1 configurations as kube-apiserver does:
 // it selects the webhooks that match a write, calls them over HTTPS with
 // an AdmissionReview, and turns their answers into the mutated object,
-// warnings, audit annotations or a refusal with kube's messages.
+// warnings, audit annotations or a refusal with kube's messages. A
+// webhook with matchPolicy Equivalent whose rules name another version of
+// the written resource (review.Attributes.Equivalents) is called with the
+// write converted to that version, and a mutating webhook's patch is
+// converted back.
 //
 // Where it differs from kube:
 //
-//   - matchPolicy Equivalent matches as Exact: finding a rule's match
-//     through another version of the resource needs the resource's
-//     equivalents and a conversion of the object to the version the
-//     webhook asked for, which this package has neither of.
 //   - The patch.webhook.admission.k8s.io audit annotations, which kube
 //     records only at audit level Request, are not made.
 //   - A webhook answering outside 2xx is described as kube describes a

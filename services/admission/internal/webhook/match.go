@@ -34,29 +34,40 @@ func exempt(a *review.Attributes) bool {
 	return false
 }
 
-// matches says whether h is to be called for a, in kube's order: the
-// selectors first, but their errors count only for a webhook whose rules
-// match, so that a missing namespace fails no write a webhook would not
-// see anyway.
-func (d *Dispatcher) matches(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
+// matches returns a as h is to be called with, nil when h is not to be
+// called for a: a itself, or a converted to the equivalent resource h's
+// rules match under matchPolicy Equivalent. Kube's order: the selectors
+// first, but their errors count only for a webhook whose rules match, so
+// that a missing namespace fails no write a webhook would not see
+// anyway; the matchConditions last, on the write as h sees it.
+func (d *Dispatcher) matches(ctx context.Context, h *hook, a *review.Attributes) (*review.Attributes, error) {
 	nsMatch, nsErr := d.matchNamespace(ctx, h, a)
 	if !nsMatch && nsErr == nil {
-		return false, nil
+		return nil, nil
 	}
 	objMatch, objErr := matchObject(h, a)
 	if !objMatch && objErr == nil {
-		return false, nil
+		return nil, nil
 	}
-	if !matchRules(h.rules, a.Request) {
-		return false, nil
+	target, ok := matchRules(h, a)
+	if !ok {
+		return nil, nil
 	}
 	if nsErr != nil {
-		return false, nsErr
+		return nil, nsErr
 	}
 	if objErr != nil {
-		return false, objErr
+		return nil, objErr
 	}
-	return d.matchConditions(ctx, h, a)
+	seen, err := a.As(target)
+	if err != nil {
+		return nil, err
+	}
+	ok, err = d.matchConditions(ctx, h, seen)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return seen, nil
 }
 
 // selector parses s; a nil selector, which the API server defaults to {}
@@ -122,43 +133,42 @@ func matchObject(h *hook, a *review.Attributes) (bool, error) {
 	return a.OldObject != nil && sel.Matches(labels.Set(a.OldObject.GetLabels())), nil
 }
 
-// MayMutate says whether a mutating webhook's rules match writes like r;
-// its selectors and conditions, which read the object, are not asked.
-func (d *Dispatcher) MayMutate(r *admissionv1.AdmissionRequest) bool {
+// MayMutate says whether a mutating webhook's rules match writes like
+// a; its selectors and conditions, which read the object, are not asked.
+func (d *Dispatcher) MayMutate(a *review.Attributes) bool {
 	hs, err := d.mutatingHooks()
-	return err != nil || mayMatch(hs, r)
+	return err != nil || mayMatch(hs, a)
 }
 
 // MayValidate says whether a validating webhook's rules match writes
-// like r.
-func (d *Dispatcher) MayValidate(r *admissionv1.AdmissionRequest) bool {
+// like a.
+func (d *Dispatcher) MayValidate(a *review.Attributes) bool {
 	hs, err := d.validatingHooks()
-	return err != nil || mayMatch(hs, r)
+	return err != nil || mayMatch(hs, a)
 }
 
-func mayMatch(hs []*hook, r *admissionv1.AdmissionRequest) bool {
-	if exempt(&review.Attributes{Request: r}) {
+func mayMatch(hs []*hook, a *review.Attributes) bool {
+	if exempt(a) {
 		return false
 	}
 	for _, h := range hs {
-		if matchRules(h.rules, r) {
+		if _, ok := matchRules(h, a); ok {
 			return true
 		}
 	}
 	return false
 }
 
-func matchRules(rules []admissionregistrationv1.RuleWithOperations, r *admissionv1.AdmissionRequest) bool {
-	for _, rule := range rules {
-		if matchRule(rule, r) {
-			return true
-		}
-	}
-	return false
+// matchRules finds what h's rules match a as: its own resource, or an
+// equivalent one under matchPolicy Equivalent.
+func matchRules(h *hook, a *review.Attributes) (review.Target, bool) {
+	return a.Match(len(h.rules), review.Equivalent(h.matchPolicy), func(i int, res schema.GroupVersionResource) bool {
+		return matchRule(h.rules[i], res, a.Request)
+	})
 }
 
-func matchRule(rule admissionregistrationv1.RuleWithOperations, r *admissionv1.AdmissionRequest) bool {
-	res := schema.GroupVersionResource(r.Resource)
+// matchRule matches r as a write to res.
+func matchRule(rule admissionregistrationv1.RuleWithOperations, res schema.GroupVersionResource, r *admissionv1.AdmissionRequest) bool {
 	return matchScope(rule.Scope, r) &&
 		matchOperation(rule.Operations, r.Operation) &&
 		exactOrWildcard(rule.APIGroups, res.Group) &&

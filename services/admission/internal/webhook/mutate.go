@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/services/admission/internal/review"
 )
@@ -70,17 +71,16 @@ type mutation struct {
 func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 	for i, h := range hooks {
 		// Selectors see the object as the webhooks before left it.
-		current := &review.Attributes{Request: m.a.Request, Object: m.obj, OldObject: m.a.OldObject}
-		ok, err := m.d.matches(ctx, h, current)
+		seen, err := m.d.matches(ctx, h, m.a.WithObject(m.obj))
 		if err != nil {
 			return err
 		}
 		// A webhook that did not match the first time is not called in
 		// the second round even if the object now matches it.
-		if !ok || (round == 1 && !m.reinvoke[h.id()]) {
+		if seen == nil || (round == 1 && !m.reinvoke[h.id()]) {
 			continue
 		}
-		changed, err := m.invoke(ctx, h, current)
+		changed, err := m.invoke(ctx, h, seen)
 		m.annotateMutation(h, round, i, changed)
 		if changed {
 			for id := range m.invoked {
@@ -113,10 +113,11 @@ func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 	return nil
 }
 
-// invoke calls h and applies its patch to m.obj; it reports whether the
-// object changed.
-func (m *mutation) invoke(ctx context.Context, h *hook, a *review.Attributes) (bool, error) {
-	ans, err := m.d.call(ctx, h, a, m.obj, true)
+// invoke calls h with the write as h sees it, seen, and applies its
+// patch to m.obj, converting it back from the equivalent kind h may have
+// seen it as; it reports whether the object changed.
+func (m *mutation) invoke(ctx context.Context, h *hook, seen *review.Attributes) (bool, error) {
+	ans, err := m.d.call(ctx, h, seen, seen.Object, true)
 	if err != nil {
 		return false, err
 	}
@@ -127,8 +128,11 @@ func (m *mutation) invoke(ctx context.Context, h *hook, a *review.Attributes) (b
 	if !ans.allowed {
 		return false, denied(h.name, ans.result)
 	}
-	patched, err := applyPatch(h, m.obj, ans)
+	patched, err := applyPatch(h, seen.Object, ans)
 	if err != nil || patched == nil {
+		return false, err
+	}
+	if patched, err = m.a.ConvertTo(patched, schema.GroupVersionKind(m.a.Request.Kind)); err != nil {
 		return false, err
 	}
 	changed := !equality.Semantic.DeepEqual(m.obj.Object, patched.Object)

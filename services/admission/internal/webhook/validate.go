@@ -28,14 +28,18 @@ func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*revie
 	if err != nil {
 		return nil, err
 	}
-	var relevant []*hook
+	type call struct {
+		h    *hook
+		seen *review.Attributes
+	}
+	var relevant []call
 	for _, h := range hooks {
-		ok, err := d.matches(ctx, h, a)
+		seen, err := d.matches(ctx, h, a)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			relevant = append(relevant, h)
+		if seen != nil {
+			relevant = append(relevant, call{h, seen})
 		}
 	}
 	if len(relevant) == 0 {
@@ -46,9 +50,9 @@ func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*revie
 	}
 	errs := make(chan error, len(relevant))
 	var wg sync.WaitGroup
-	for i, h := range relevant {
+	for i, c := range relevant {
 		wg.Go(func() {
-			if err := d.validate(ctx, h, i, a, rec); err != nil {
+			if err := d.validate(ctx, c.h, i, c.seen, rec); err != nil {
 				errs <- err
 			}
 		})

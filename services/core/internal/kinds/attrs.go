@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"kplane.dev/libs/apiserver/eventconv"
 	"kplane.dev/libs/storage"
-	"kplane.dev/services/core/internal/validation/events"
 )
 
 // withFields extends the default attributes (labels, metadata.name and
@@ -46,7 +46,7 @@ func secretFields(s *corev1.Secret) fields.Set {
 // events.k8s.io's own field names, as kube's field label conversion of
 // events.k8s.io/v1 does; source is not one of them.
 func eventsEventFields(ev *eventsv1.Event) fields.Set {
-	core := coreEventFields(events.ToCore(ev))
+	core := coreEventFields(eventconv.ToCore(ev))
 	return fields.Set{
 		"regarding.kind":            core["involvedObject.kind"],
 		"regarding.namespace":       core["involvedObject.namespace"],

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"kplane.dev/libs/apiserver/eventconv"
 	"kplane.dev/libs/storage"
-	"kplane.dev/services/core/internal/validation/events"
 )
 
 // eventsStore serves events.k8s.io/v1 Events from the store of core/v1
@@ -133,7 +133,7 @@ func toCore(obj runtime.Object) (*corev1.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("store events.k8s.io event: got %T, want *v1.Event of events.k8s.io", obj)
 	}
-	return events.ToCore(ev), nil
+	return eventconv.ToCore(ev), nil
 }
 
 func fromCore(obj runtime.Object) (*eventsv1.Event, error) {
@@ -141,7 +141,7 @@ func fromCore(obj runtime.Object) (*eventsv1.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("read events.k8s.io event: stored object is %T, want *v1.Event of core", obj)
 	}
-	return events.FromCore(ev), nil
+	return eventconv.FromCore(ev), nil
 }
 
 // convertingWatch hands on a core events watch's events with their
@@ -177,7 +177,7 @@ func (w *convertingWatch) run() {
 			return
 		}
 		if ev, isEvent := e.Object.(*corev1.Event); isEvent {
-			e.Object = events.FromCore(ev)
+			e.Object = eventconv.FromCore(ev)
 		}
 		select {
 		case w.out <- e:

@@ -14,8 +14,8 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"kplane.dev/libs/apiserver/eventconv"
 	"kplane.dev/libs/apiserver/resource"
-	"kplane.dev/services/core/internal/validation/events"
 )
 
 var (
@@ -80,10 +80,10 @@ func TestColumns(t *testing.T) {
 		{"core event of the new API", "/v1, Resource=events", seriesEvent,
 			[]string{"Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message", "First Seen", "Count", "Name"},
 			[]any{"10s", "Warning", "Rebooted", "node", "", "example.com/ctl, ctl-1", "", "3h", int64(4), "e2"}},
-		{"events.k8s.io event", "events.k8s.io/v1, Resource=events", events.FromCore(coreEvent),
+		{"events.k8s.io event", "events.k8s.io/v1, Resource=events", eventconv.FromCore(coreEvent),
 			[]string{"Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message", "First Seen", "Count", "Name"},
 			[]any{"2m", "Normal", "Pulled", "pod/p", "spec.containers{c}", "kubelet, node-1", "pulled image", "60m", int64(7), "e1"}},
-		{"events.k8s.io singleton", "events.k8s.io/v1, Resource=events", events.FromCore(&corev1.Event{ObjectMeta: meta("e3"), EventTime: metav1.NewMicroTime(now.Add(-time.Minute))}),
+		{"events.k8s.io singleton", "events.k8s.io/v1, Resource=events", eventconv.FromCore(&corev1.Event{ObjectMeta: meta("e3"), EventTime: metav1.NewMicroTime(now.Add(-time.Minute))}),
 			[]string{"Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message", "First Seen", "Count", "Name"},
 			[]any{"60s", "", "", "", "", "", "", "60s", int64(1), "e3"}},
 		{"legacy event without times", "/v1, Resource=events", &corev1.Event{ObjectMeta: meta("e4")},

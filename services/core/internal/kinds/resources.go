@@ -12,6 +12,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/utils/clock"
 
+	"kplane.dev/libs/apiserver/eventconv"
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/openapi/builtin"
 	"kplane.dev/libs/apiserver/resource"
@@ -93,6 +94,7 @@ func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 			ColumnsIncludeName: true,
 			Strategy:           validationcorev1.EventStrategy(),
 			Attrs:              withFields(coreEventFields),
+			Equivalents:        []resource.Equivalent{{Resource: Events, Kind: Events.GroupVersion().WithKind("Event")}},
 		},
 		{
 			GroupVersionResource: Leases, Kind: "Lease", Singular: "lease", Namespaced: true,
@@ -102,10 +104,11 @@ func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 		{
 			GroupVersionResource: Events, Kind: "Event", Singular: "event", Namespaced: true,
 			ShortNames:         []string{"ev"},
-			Columns:            eventColumns(c, events.ToCore),
+			Columns:            eventColumns(c, eventconv.ToCore),
 			ColumnsIncludeName: true,
 			Strategy:           events.Strategy(),
 			Attrs:              withFields(eventsEventFields),
+			Equivalents:        []resource.Equivalent{{Resource: CoreEvents, Kind: CoreEvents.GroupVersion().WithKind("Event")}},
 		},
 		{
 			GroupVersionResource: Roles, Kind: "Role", Singular: "role", Namespaced: true,

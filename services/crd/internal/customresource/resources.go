@@ -90,7 +90,39 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, converters Convert
 		}
 		out = append(out, r)
 	}
+	if len(out) > 1 {
+		definition := conversionDefinition(crd)
+		for _, r := range out {
+			r.Definition = definition
+			for _, other := range out {
+				if other != r {
+					r.Equivalents = append(r.Equivalents, resource.Equivalent{Resource: other.GroupVersionResource, Kind: other.GroupVersionKind()})
+				}
+			}
+		}
+	}
 	return out, nil
+}
+
+// conversionDefinition is crd cut to what kube's converter reads, which
+// admission receives with every write of a version to convert it to
+// another: the schemas, often most of a CRD, are left out.
+func conversionDefinition(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	out := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID, Generation: crd.Generation},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group:      crd.Spec.Group,
+			Names:      crd.Status.AcceptedNames,
+			Scope:      crd.Spec.Scope,
+			Conversion: crd.Spec.Conversion.DeepCopy(),
+		},
+	}
+	for _, v := range crd.Spec.Versions {
+		out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name: v.Name, Served: v.Served, Storage: v.Storage, Subresources: v.Subresources.DeepCopy(), SelectableFields: v.SelectableFields,
+		})
+	}
+	return out
 }
 
 // printerColumns are the version's additionalPrinterColumns, or kube's

@@ -32,6 +32,32 @@ func TestResourcesNames(t *testing.T) {
 	}
 }
 
+// TestEquivalents shows each served version naming the others as its
+// equivalents, with the CRD cut to what conversion reads; a CRD served in
+// one version has none.
+func TestEquivalents(t *testing.T) {
+	crd := widgetCRD(t)
+	rs := widgetResources(t, crd)
+	for version, r := range rs {
+		other := map[string]string{"v1": "v2", "v2": "v1"}[version]
+		want := []resource.Equivalent{{Resource: rs[other].GroupVersionResource, Kind: rs[other].GroupVersionKind()}}
+		if !reflect.DeepEqual(r.Equivalents, want) {
+			t.Errorf("%s: equivalents %+v, want %+v", version, r.Equivalents, want)
+		}
+		d := r.Definition
+		if d == nil || d.Name != crd.Name || d.UID != crd.UID || d.Generation != crd.Generation || d.Spec.Group != crd.Spec.Group ||
+			len(d.Spec.Versions) != 2 || d.Spec.Versions[0].Schema != nil || !reflect.DeepEqual(d.Spec.Conversion, crd.Spec.Conversion) {
+			t.Errorf("%s: definition %+v, want the CRD's name, uid, generation, group, versions without schemas and conversion", version, d)
+		}
+	}
+	crd.Spec.Versions[1].Served = false
+	for version, r := range widgetResources(t, crd) {
+		if r.Equivalents != nil || r.Definition != nil {
+			t.Errorf("%s, the one served version: equivalents %+v and definition %v, want none", version, r.Equivalents, r.Definition)
+		}
+	}
+}
+
 func TestPrinterColumns(t *testing.T) {
 	rs := widgetResources(t, widgetCRD(t))
 	obj := &unstructured.Unstructured{Object: map[string]any{

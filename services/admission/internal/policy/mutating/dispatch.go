@@ -36,7 +36,12 @@ func (m *Mutator) dispatch(ctx context.Context, a *review.Attributes, va *admiss
 		return nil, nil, err
 	}
 	var errs []policyError
+	// va is the write as the invocations so far left it, in the kind the
+	// last of them saw.
 	for _, inv := range invs {
+		if va, err = m.seenAs(a, va, inv.target); err != nil {
+			return nil, nil, err
+		}
 		ictx := ctx
 		if inv.compiled.compiler != nil {
 			ictx = inv.compiled.compiler.CreateContext(ctx)
@@ -89,10 +94,43 @@ func (m *Mutator) dispatch(ctx context.Context, a *review.Attributes, va *admiss
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
+	if out, err = a.ConvertTo(out, schema.GroupVersionKind(a.Request.Kind)); err != nil {
+		return nil, nil, err
+	}
 	if apiequality.Semantic.DeepEqual(out, a.Object) {
 		return nil, errs, nil
 	}
 	return out, errs, nil
+}
+
+// seenAs returns the write as an invocation that matched it as t sees
+// it, from va, the write as the invocations before left it: converted to
+// t's kind when va's is another.
+func (m *Mutator) seenAs(a *review.Attributes, va *admission.VersionedAttributes, t review.Target) (*admission.VersionedAttributes, error) {
+	if va.VersionedKind == t.Kind {
+		return va, nil
+	}
+	cur := a
+	if obj := va.VersionedObject.Object(); obj != nil {
+		u, err := toUnstructured(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if u, err = a.ConvertTo(u, schema.GroupVersionKind(a.Request.Kind)); err != nil {
+			return nil, err
+		}
+		cur = a.WithObject(u)
+	}
+	seen, err := cur.As(t)
+	if err != nil {
+		return nil, err
+	}
+	out, err := seen.Versioned()
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out.Dirty = va.Dirty
+	return out, nil
 }
 
 // namespace reads the namespace of a namespaced write, which expressions

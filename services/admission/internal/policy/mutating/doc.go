@@ -15,7 +15,10 @@
 // binding (none when the policy has no paramKind or the binding no
 // paramRef), in order of policy name then binding name. Its match
 // conditions decide whether it applies; its mutations run in order, each
-// seeing the object the one before produced. A policy that cannot be
+// seeing the object the one before produced. A policy whose rules match
+// the write only through an equivalent resource, under matchPolicy
+// Equivalent, mutates the write converted to that resource, and the
+// policies after it see its change converted back. A policy that cannot be
 // applied (a match condition or mutation that fails to compile or
 // evaluate, a missing param under parameterNotFoundAction Deny, a
 // selector that cannot be evaluated) is dropped under failurePolicy
@@ -47,9 +50,9 @@
 //
 // Where it differs from kube:
 //
-//   - matchPolicy Equivalent matches as Exact: there is no mapping of a
-//     resource to its equivalents in other versions, and objects are
-//     mutated in the version they were written in.
+//   - Under matchPolicy Equivalent, a rule with resourceNames matches an
+//     equivalent resource only for those names, as for validating
+//     policies.
 //   - The authorizer variable asks what Config.Authorizer answers;
 //     without one, an expression that uses it fails at run time, under
 //     the policy's failurePolicy.

@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 
@@ -14,39 +15,49 @@ import (
 )
 
 // matchResources says whether a write falls under a policy's
-// matchConstraints or a binding's matchResources, in kube's order: the
-// selectors first, but their errors count only when the rules match, so
-// that a missing namespace fails no write the policy would not touch.
-func (m *Mutator) matchResources(ctx context.Context, a *review.Attributes, va *admission.VersionedAttributes, mr *admissionregistrationv1.MatchResources) (bool, error) {
+// matchConstraints or a binding's matchResources, and what their rules
+// matched it as (its own resource, or an equivalent one under matchPolicy
+// Equivalent), in kube's order: the selectors first, but their errors
+// count only when the rules match, so that a missing namespace fails no
+// write the policy would not touch.
+func (m *Mutator) matchResources(ctx context.Context, a *review.Attributes, va *admission.VersionedAttributes, mr *admissionregistrationv1.MatchResources) (review.Target, bool, error) {
+	none := review.Target{}
 	nsMatch, nsErr := m.matchNamespace(ctx, a, mr.NamespaceSelector)
 	if !nsMatch && nsErr == nil {
-		return false, nil
+		return none, false, nil
 	}
 	objMatch, objErr := matchObject(a, mr.ObjectSelector)
 	if !objMatch && objErr == nil {
-		return false, nil
+		return none, false, nil
 	}
-	if matchRules(mr.ExcludeResourceRules, va) {
-		return false, nil
+	equivalent := review.Equivalent(mr.MatchPolicy)
+	if _, ok := matchRules(mr.ExcludeResourceRules, equivalent, a, va); ok {
+		return none, false, nil
 	}
-	if len(mr.ResourceRules) > 0 && !matchRules(mr.ResourceRules, va) {
-		return false, nil
+	target := a.Own()
+	if len(mr.ResourceRules) > 0 {
+		var ok bool
+		if target, ok = matchRules(mr.ResourceRules, equivalent, a, va); !ok {
+			return none, false, nil
+		}
 	}
 	if nsErr != nil {
-		return false, nsErr
+		return none, false, nsErr
 	}
 	if objErr != nil {
-		return false, objErr
+		return none, false, objErr
 	}
-	return true, nil
+	return target, true, nil
 }
 
-// matchRules is kube's rule match (operations, groups, versions,
-// resources and subresources, scope) plus resourceNames.
-func matchRules(named []admissionregistrationv1.NamedRuleWithOperations, va *admission.VersionedAttributes) bool {
-	for _, r := range named {
-		if !(&rules.Matcher{Rule: r.RuleWithOperations, Attr: va.Attributes}).Matches() {
-			continue
+// matchRules finds what named rules match the write as: kube's rule match
+// (operations, groups, versions, resources and subresources, scope) plus
+// resourceNames.
+func matchRules(named []admissionregistrationv1.NamedRuleWithOperations, equivalent bool, a *review.Attributes, va *admission.VersionedAttributes) (review.Target, bool) {
+	return a.Match(len(named), equivalent, func(i int, res schema.GroupVersionResource) bool {
+		r := named[i]
+		if !(&rules.Matcher{Rule: r.RuleWithOperations, Attr: review.WithResource(va.Attributes, res)}).Matches() {
+			return false
 		}
 		if len(r.ResourceNames) == 0 {
 			return true
@@ -56,8 +67,8 @@ func matchRules(named []admissionregistrationv1.NamedRuleWithOperations, va *adm
 				return true
 			}
 		}
-	}
-	return false
+		return false
+	})
 }
 
 func (m *Mutator) matchNamespace(ctx context.Context, a *review.Attributes, s *metav1.LabelSelector) (bool, error) {

@@ -139,6 +139,8 @@ type invocation struct {
 	binding  *admissionregistrationv1.MutatingAdmissionPolicyBinding
 	param    runtime.Object
 	compiled *compiledPolicy
+	// target is what the policy's rules matched the write as.
+	target review.Target
 }
 
 // policyError is a policy or binding that could not be applied, kube's
@@ -214,7 +216,7 @@ func (m *Mutator) invocations(ctx context.Context, a *review.Attributes, va *adm
 			errs = append(errs, policyError{policy: p, err: errors.New("policy contained no match constraints, a required field")})
 			continue
 		}
-		ok, err := m.matchResources(ctx, a, va, p.Spec.MatchConstraints)
+		target, ok, err := m.matchResources(ctx, a, va, p.Spec.MatchConstraints)
 		if err != nil {
 			errs = append(errs, policyError{policy: p, err: err})
 			continue
@@ -229,7 +231,7 @@ func (m *Mutator) invocations(ctx context.Context, a *review.Attributes, va *adm
 		}
 		for _, b := range pbs {
 			if b.Spec.MatchResources != nil {
-				ok, err := m.matchResources(ctx, a, va, b.Spec.MatchResources)
+				_, ok, err := m.matchResources(ctx, a, va, b.Spec.MatchResources)
 				if err != nil {
 					errs = append(errs, policyError{policy: p, binding: b, err: err})
 					continue
@@ -244,7 +246,7 @@ func (m *Mutator) invocations(ctx context.Context, a *review.Attributes, va *adm
 				continue
 			}
 			for _, param := range params {
-				invs = append(invs, invocation{policy: p, binding: b, param: param, compiled: compiled})
+				invs = append(invs, invocation{policy: p, binding: b, param: param, compiled: compiled, target: target})
 			}
 		}
 	}

@@ -17,9 +17,9 @@
 //
 // Where it differs from kube:
 //
-//   - matchPolicy Equivalent matches as Exact: matching a rule through
-//     another version of the resource needs the resource's equivalents
-//     and a conversion of the object, which admission has neither of.
+//   - Under matchPolicy Equivalent, a rule with resourceNames matches an
+//     equivalent resource only for those names; kube's matcher ignores
+//     the names when it matches through an equivalent.
 //   - The authorizer variable asks what Config.Authorizer answers (authz,
 //     in the service); without one, an expression that reads it fails
 //     when evaluated, as an error under failurePolicy.

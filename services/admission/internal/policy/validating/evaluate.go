@@ -88,7 +88,7 @@ func bindingName(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) st
 // the whole evaluation, as kube's dispatcher returns it.
 func (e *evaluation) policy(ctx context.Context, h hook) error {
 	p := h.policy
-	matches, matchResource, err := e.matchPolicy(ctx, p)
+	matches, target, err := e.matchPolicy(ctx, p)
 	if err != nil {
 		e.configError(err, p, nil)
 		return nil
@@ -136,8 +136,12 @@ func (e *evaluation) policy(ctx context.Context, h hook) error {
 				return err
 			}
 		}
+		va, err := e.versioned(target)
+		if err != nil {
+			return err
+		}
 		for _, param := range params {
-			result := validator.Validate(ctx, matchResource, e.va, param, namespace, celconfig.RuntimeCELCostBudget, e.v.cfg.Authorizer)
+			result := validator.Validate(ctx, target.Resource, va, param, namespace, celconfig.RuntimeCELCostBudget, e.v.cfg.Authorizer)
 			if err := e.decisions(ctx, p, b, result, annotations); err != nil {
 				return err
 			}
@@ -147,6 +151,23 @@ func (e *evaluation) policy(ctx context.Context, h hook) error {
 		e.annotate(k, v)
 	}
 	return nil
+}
+
+// versioned is the write as policies that matched it as t see it: the
+// write itself, or its conversion to an equivalent kind.
+func (e *evaluation) versioned(t review.Target) (*admission.VersionedAttributes, error) {
+	if t == e.a.Own() {
+		return e.va, nil
+	}
+	seen, err := e.a.As(t)
+	if err != nil {
+		return nil, err
+	}
+	va, err := seen.Versioned()
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("prepare the request for validating admission policies: %w", err))
+	}
+	return va, nil
 }
 
 // isNamespace says whether a writes a namespace, which kube gives no

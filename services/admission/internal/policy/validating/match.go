@@ -18,10 +18,11 @@ import (
 )
 
 // matchPolicy matches a policy's matchConstraints, which it must have,
-// and returns the resource its rules matched.
-func (e *evaluation) matchPolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy) (bool, schema.GroupVersionResource, error) {
+// and returns what its rules matched the write as: its own resource and
+// kind, or an equivalent one's under matchPolicy Equivalent.
+func (e *evaluation) matchPolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy) (bool, review.Target, error) {
 	if p.Spec.MatchConstraints == nil {
-		return false, schema.GroupVersionResource{}, errors.New("policy contained no match constraints, a required field")
+		return false, review.Target{}, errors.New("policy contained no match constraints, a required field")
 	}
 	return e.match(ctx, p.Spec.MatchConstraints)
 }
@@ -38,12 +39,11 @@ func (e *evaluation) matchBinding(ctx context.Context, b *admissionregistrationv
 
 // match is kube's matching.Matcher.Matches: the selectors first, whose
 // errors count only when the rules match, then the excluded rules, then
-// the rules (none match everything). Only matchPolicy Exact is
-// implemented, so the matched resource is the request's. A nil selector,
-// which the API server defaults to {} before storing a policy, selects
-// everything.
-func (e *evaluation) match(ctx context.Context, mr *admissionregistrationv1.MatchResources) (bool, schema.GroupVersionResource, error) {
-	none := schema.GroupVersionResource{}
+// the rules (none match everything), each under the matchPolicy. A nil
+// selector, which the API server defaults to {} before storing a policy,
+// selects everything.
+func (e *evaluation) match(ctx context.Context, mr *admissionregistrationv1.MatchResources) (bool, review.Target, error) {
+	none := review.Target{}
 	nsMatch, nsErr := e.matchNamespace(ctx, mr.NamespaceSelector)
 	if !nsMatch && nsErr == nil {
 		return false, none, nil
@@ -52,11 +52,16 @@ func (e *evaluation) match(ctx context.Context, mr *admissionregistrationv1.Matc
 	if !objMatch && objErr == nil {
 		return false, none, nil
 	}
-	if e.matchRules(mr.ExcludeResourceRules) {
+	equivalent := review.Equivalent(mr.MatchPolicy)
+	if _, ok := e.matchRules(mr.ExcludeResourceRules, equivalent); ok {
 		return false, none, nil
 	}
-	if len(mr.ResourceRules) > 0 && !e.matchRules(mr.ResourceRules) {
-		return false, none, nil
+	target := e.a.Own()
+	if len(mr.ResourceRules) > 0 {
+		var ok bool
+		if target, ok = e.matchRules(mr.ResourceRules, equivalent); !ok {
+			return false, none, nil
+		}
 	}
 	if nsErr != nil {
 		return false, none, nsErr
@@ -64,14 +69,17 @@ func (e *evaluation) match(ctx context.Context, mr *admissionregistrationv1.Matc
 	if objErr != nil {
 		return false, none, objErr
 	}
-	return true, e.va.GetResource(), nil
+	return true, target, nil
 }
 
-func (e *evaluation) matchRules(named []admissionregistrationv1.NamedRuleWithOperations) bool {
-	for _, nr := range named {
-		m := rules.Matcher{Rule: admissionregistrationv1.RuleWithOperations(nr.RuleWithOperations), Attr: e.va.Attributes}
+// matchRules finds what named rules match the write as, resourceNames
+// included.
+func (e *evaluation) matchRules(named []admissionregistrationv1.NamedRuleWithOperations, equivalent bool) (review.Target, bool) {
+	return e.a.Match(len(named), equivalent, func(i int, res schema.GroupVersionResource) bool {
+		nr := named[i]
+		m := rules.Matcher{Rule: admissionregistrationv1.RuleWithOperations(nr.RuleWithOperations), Attr: review.WithResource(e.va.Attributes, res)}
 		if !m.Matches() {
-			continue
+			return false
 		}
 		if len(nr.ResourceNames) == 0 {
 			return true
@@ -81,8 +89,8 @@ func (e *evaluation) matchRules(named []admissionregistrationv1.NamedRuleWithOpe
 				return true
 			}
 		}
-	}
-	return false
+		return false
+	})
 }
 
 // objectSelector is a selector as kube's object matcher reads it.

@@ -1,5 +1,5 @@
-// Package events holds events.k8s.io/v1 Events: their conversion to and
-// from core/v1 Events, the one form in which both API versions are stored,
-// and their strategy, which validates them in that form with kube's strict
-// rules for events written through events.k8s.io.
+// Package events holds the strategy of events.k8s.io/v1 Events, which
+// validates them in the one form both API versions are stored in, core/v1
+// (see libs/apiserver/eventconv), with kube's strict rules for events
+// written through events.k8s.io.
 package events

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -48,43 +47,6 @@ func full() *eventsv1.Event {
 		DeprecatedFirstTimestamp: metav1.NewTime(t0),
 		DeprecatedLastTimestamp:  metav1.NewTime(t1),
 		DeprecatedCount:          4,
-	}
-}
-
-func TestConversion(t *testing.T) {
-	ev := full()
-	core := ToCore(ev)
-	want := &corev1.Event{
-		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta:          ev.ObjectMeta,
-		InvolvedObject:      ev.Regarding,
-		Reason:              "Why",
-		Message:             "something happened",
-		Source:              corev1.EventSource{Component: "kubelet", Host: "n"},
-		FirstTimestamp:      metav1.NewTime(t0),
-		LastTimestamp:       metav1.NewTime(t1),
-		Count:               4,
-		Type:                corev1.EventTypeWarning,
-		EventTime:           metav1.NewMicroTime(t0),
-		Series:              &corev1.EventSeries{Count: 3, LastObservedTime: metav1.NewMicroTime(t1)},
-		Action:              "Act",
-		Related:             ev.Related,
-		ReportingController: "example.com/ctl",
-		ReportingInstance:   "ctl-1",
-	}
-	if !equality.Semantic.DeepEqual(core, want) {
-		t.Fatalf("ToCore:\n got %+v\nwant %+v", core, want)
-	}
-	if back := FromCore(core); !equality.Semantic.DeepEqual(back, ev) {
-		t.Fatalf("round trip through core:\n got %+v\nwant %+v", back, ev)
-	}
-	core.Labels["a"], core.Related.Name = "changed", "changed"
-	if ev.Labels["a"] != "b" || ev.Related.Name != "n" {
-		t.Fatal("ToCore shares memory with its input")
-	}
-	empty := &corev1.Event{}
-	if back := ToCore(FromCore(empty)); back.Series != nil || back.Related != nil || !back.EventTime.IsZero() {
-		t.Fatalf("empty event did not round trip: %+v", back)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"kplane.dev/libs/apiserver/eventconv"
 	"kplane.dev/libs/apiserver/resource"
 	corevalidation "kplane.dev/services/core/internal/validation/corev1"
 )
@@ -32,11 +33,11 @@ func (strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object
 func (strategy) AllowCreateOnUpdate() bool { return true }
 
 func (strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
-	return ValidateCreate(ToCore(obj.(*eventsv1.Event)))
+	return ValidateCreate(eventconv.ToCore(obj.(*eventsv1.Event)))
 }
 
 func (strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return ValidateUpdate(ToCore(obj.(*eventsv1.Event)), ToCore(old.(*eventsv1.Event)))
+	return ValidateUpdate(eventconv.ToCore(obj.(*eventsv1.Event)), eventconv.ToCore(old.(*eventsv1.Event)))
 }
 
 // ValidateCreate is kube's validation of an event created through

@@ -1,4 +1,4 @@
-package events
+package eventconv
 
 import (
 	corev1 "k8s.io/api/core/v1"
