@@ -147,6 +147,9 @@ func TestAggregatedETag(t *testing.T) {
 		{"/api", libdiscovery.MediaTypeV2},
 		{"/apis", libdiscovery.MediaTypeV2},
 		{"/apis", libdiscovery.MediaTypeV2Beta1},
+		// kube-apiserver serves the roots with a trailing slash too.
+		{"/api/", libdiscovery.MediaTypeV2},
+		{"/apis/", libdiscovery.MediaTypeV2},
 	} {
 		t.Run(tc.path+" "+tc.accept, func(t *testing.T) {
 			first := get(t, f.gateway.Host+tc.path, tc.accept, "")

@@ -20,9 +20,12 @@ type Router interface {
 // (/apis/<group>/<version>/<resource>) have more segments and match none
 // of them.
 func (m *Merger) Register(r Router) {
+	// kube-apiserver answers /api/ and /apis/ as /api and /apis.
 	r.GET("/api", m.serveAPI)
+	r.GET("/api/", m.serveAPI)
 	r.GET("/api/:version", m.serveCoreResources)
 	r.GET("/apis", m.serveAPIs)
+	r.GET("/apis/", m.serveAPIs)
 	r.GET("/apis/:group", m.serveGroup)
 	r.GET("/apis/:group/:version", m.serveGroupResources)
 }
