@@ -119,6 +119,11 @@ type Subresources struct {
 	// Status serves /status: updates through the main resource keep the
 	// stored status, updates through /status change only status.
 	Status bool
+	// StatusWithMetadata lets a write through /status change the
+	// object's metadata too (labels, annotations, finalizers, owners), as
+	// kube's status strategies of its older kinds do (namespaces); the
+	// newer kinds', and custom resources', keep everything but status.
+	StatusWithMetadata bool
 	// Finalize serves /finalize, as kube's namespaces: a PUT through it
 	// changes only spec.finalizers, which updates through the main
 	// resource and /status keep.

@@ -228,10 +228,12 @@ func (h *Handler) fromContent(m map[string]any) (runtime.Object, error) {
 }
 
 // statusPath and finalizersPath are the fields /status and /finalize
-// change.
+// change; metadataPath what /status changes besides status when the
+// resource's status strategy lets it.
 var (
 	statusPath     = []string{"status"}
 	finalizersPath = []string{"spec", "finalizers"}
+	metadataPath   = []string{"metadata"}
 )
 
 // withStatusOf returns obj with src's status, or without status when src
@@ -291,7 +293,11 @@ func (h *Handler) subresourceFields(obj, old runtime.Object, subresource string)
 	var err error
 	if h.r.Subresources.Status {
 		if subresource == "status" {
-			obj, err = h.fieldOnly(obj, old, statusPath)
+			changed := obj
+			obj, err = h.fieldOnly(changed, old, statusPath)
+			if err == nil && h.r.Subresources.StatusWithMetadata {
+				obj, err = h.withFieldOf(obj, changed, metadataPath)
+			}
 		} else {
 			obj, err = h.withFieldOf(obj, old, statusPath)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -438,5 +439,27 @@ func TestEventsValidatedPerGroup(t *testing.T) {
 	core.Type = "Odd"
 	if _, err := cs.CoreV1().Events(ns).Create(context.Background(), core, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("core/v1 keeps legacy validation, create: %v", err)
+	}
+}
+
+// TestNamespaceStatusKeepsMetadata shows kube's namespace status
+// strategy: a patch through /status changes status and metadata (an
+// annotation set with it is kept), never spec.
+func TestNamespaceStatusKeepsMetadata(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(serve(t))
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: om("status-ns")}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := `{"metadata":{"annotations":{"patched":"yes"}},"spec":{"finalizers":[]},"status":{"conditions":[{"type":"StatusPatch","status":"True","reason":"E2E","message":"patched"}]}}`
+	ns, err := cs.CoreV1().Namespaces().Patch(ctx, "status-ns", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Annotations["patched"] != "yes" || len(ns.Status.Conditions) != 1 || ns.Status.Conditions[0].Type != "StatusPatch" {
+		t.Errorf("after the status patch: annotations %v, conditions %+v; want both changed", ns.Annotations, ns.Status.Conditions)
+	}
+	if len(ns.Spec.Finalizers) != 1 || ns.Spec.Finalizers[0] != corev1.FinalizerKubernetes {
+		t.Errorf("spec.finalizers %v changed through /status", ns.Spec.Finalizers)
 	}
 }

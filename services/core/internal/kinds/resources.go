@@ -64,7 +64,7 @@ func Resources(c clock.PassiveClock) ([]*resource.Resource, error) {
 			ShortNames: []string{"ns"},
 			// Kube serves no deletecollection of namespaces.
 			Verbs:        []string{"create", "delete", "get", "list", "patch", "update", "watch"},
-			Subresources: resource.Subresources{Status: true, Finalize: true},
+			Subresources: resource.Subresources{Status: true, StatusWithMetadata: true, Finalize: true},
 			Columns:      namespaceColumns(c),
 			Strategy:     namespace.Strategy(),
 			Attrs:        withFields(namespaceFields),
