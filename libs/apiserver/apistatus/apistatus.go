@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kplane.dev/libs/apiserver/kubeproto"
 	"kplane.dev/libs/storage"
 )
 
@@ -120,12 +121,30 @@ func fromHTTPError(he *echo.HTTPError) *metav1.Status {
 // code: every service answers errors through it, so a wrapped API error
 // keeps its code everywhere.
 func WriteHTTP(w http.ResponseWriter, err error) error {
+	return write(w, err, false)
+}
+
+// WriteProtobuf is WriteHTTP in Kubernetes protobuf, for a client that
+// asked for it where the answer could have been protobuf, as
+// kube-apiserver negotiates its errors.
+func WriteProtobuf(w http.ResponseWriter, err error) error {
+	return write(w, err, true)
+}
+
+func write(w http.ResponseWriter, err error, protobuf bool) error {
 	st := Status(err)
+	contentType := "application/json"
 	body, merr := json.Marshal(st)
+	if protobuf {
+		contentType = kubeproto.MediaType
+		body, merr = kubeproto.Encode(st)
+	} else if merr == nil {
+		body = append(body, '\n')
+	}
 	if merr != nil {
 		return fmt.Errorf("encode status: %w", merr)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// As kube-apiserver's: client-go sends a request again by itself,
 	// whatever its verb, only when the answer carries Retry-After.
@@ -133,7 +152,7 @@ func WriteHTTP(w http.ResponseWriter, err error) error {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	w.WriteHeader(int(st.Code))
-	if _, werr := w.Write(append(body, '\n')); werr != nil {
+	if _, werr := w.Write(body); werr != nil {
 		return fmt.Errorf("write status: %w", werr)
 	}
 	return nil

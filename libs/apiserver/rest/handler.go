@@ -82,8 +82,22 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 	return h, nil
 }
 
-// Serve answers a request for this handler's resource.
+// Serve answers a request for this handler's resource. Its errors are
+// written here in protobuf when the client asked for protobuf and the
+// resource offers it, as kube-apiserver negotiates them; otherwise they
+// are returned, for the server's JSON error handler.
 func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
+	err := h.serve(c, info)
+	if err == nil || c.Response().Committed {
+		return err
+	}
+	if out, nerr := negotiate(c.Request(), false, h.offer()); nerr == nil && out.protobuf {
+		return apistatus.WriteProtobuf(c.Response(), err)
+	}
+	return err
+}
+
+func (h *Handler) serve(c echo.Context, info *requestinfo.Info) error {
 	if err := h.route(info); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,10 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/libs/apiserver/kubeproto"
 )
 
-// Media types the layer writes. Protobuf is not among them: clients that
-// prefer it (client-go does) list JSON after it and get JSON.
+// Media types the layer writes. Protobuf is offered only for kinds with
+// generated protobuf code, as kube-apiserver offers it.
 const (
 	mediaJSON = "application/json"
 	mediaYAML = "application/yaml"
@@ -21,8 +24,9 @@ const (
 
 // output is the response form negotiated from a request's Accept header.
 type output struct {
-	// yaml writes YAML instead of JSON.
-	yaml bool
+	// yaml writes YAML instead of JSON; protobuf writes Kubernetes
+	// protobuf.
+	yaml, protobuf bool
 	// pretty indents JSON, as kube does for ?pretty=true and for curl or
 	// browsers.
 	pretty bool
@@ -30,6 +34,20 @@ type output struct {
 	// PartialObjectMetadata, PartialObjectMetadataList); nil sends the
 	// object itself.
 	as *schema.GroupVersionKind
+}
+
+// offer is what a handler can answer with besides JSON and YAML.
+type offer struct {
+	// protobuf: the kind has generated protobuf code.
+	protobuf bool
+	// table: the resource has a table (kube's TableConvertor), which
+	// every stored resource has and the reviews do not.
+	table bool
+}
+
+// offer is what h can answer with.
+func (h *Handler) offer() offer {
+	return offer{protobuf: slices.Contains(h.r.Objects.MediaTypes(), kubeproto.MediaType), table: h.r.Stored()}
 }
 
 // notAcceptable is kube-apiserver's 406 for an Accept header it cannot
@@ -47,42 +65,66 @@ func notAcceptableMessage(msg string) error {
 	}}
 }
 
+// format is one way of writing a response, in kube's order of preference
+// for a wildcard.
+type format int
+
+const (
+	formatJSON format = iota
+	formatYAML
+	formatProtobuf
+)
+
+func (f format) matches(clause goautoneg.Accept) bool {
+	if clause.Type == "*" && clause.SubType == "*" {
+		return true
+	}
+	if clause.Type != "application" {
+		return false
+	}
+	if clause.SubType == "*" {
+		return true
+	}
+	return clause.SubType == [...]string{"json", "yaml", "vnd.kubernetes.protobuf"}[f]
+}
+
 // negotiate picks the response form for req as kube-apiserver does: the
-// first Accept clause (by quality) the layer can serve wins; no Accept
-// header means JSON. A stream (watch) can only be JSON.
-func negotiate(req *http.Request, stream bool) (output, error) {
-	out, ok := negotiateAccept(req.Header.Get("Accept"), stream)
+// first Accept clause (by quality) the handler can serve wins, each
+// clause trying JSON, YAML, then protobuf; no Accept header means JSON. A
+// stream (watch) is JSON or protobuf.
+func negotiate(req *http.Request, stream bool, o offer) (output, error) {
+	out, ok := negotiateAccept(req.Header.Get("Accept"), stream, o)
 	if !ok {
 		if stream {
-			return output{}, notAcceptable(mediaJSON + ";stream=watch")
+			accepted := []string{mediaJSON + ";stream=watch"}
+			if o.protobuf {
+				accepted = append(accepted, kubeproto.StreamMediaType)
+			}
+			return output{}, notAcceptable(accepted...)
 		}
-		return output{}, notAcceptable(mediaJSON, mediaYAML)
+		accepted := []string{mediaJSON, mediaYAML}
+		if o.protobuf {
+			accepted = append(accepted, kubeproto.MediaType)
+		}
+		return output{}, notAcceptable(accepted...)
 	}
-	if !out.pretty && prettyByDefault(req) {
+	if !out.pretty && !out.protobuf && prettyByDefault(req) {
 		out.pretty = true
 	}
 	return out, nil
 }
 
-func negotiateAccept(header string, stream bool) (output, bool) {
+func negotiateAccept(header string, stream bool, o offer) (output, bool) {
 	if header == "" {
 		return output{}, true
 	}
 	for _, clause := range goautoneg.ParseAccept(header) {
-		for _, yaml := range []bool{false, true} {
-			if yaml && stream {
+		for _, f := range []format{formatJSON, formatYAML, formatProtobuf} {
+			if (f == formatYAML && stream) || (f == formatProtobuf && !o.protobuf) || !f.matches(clause) {
 				continue
 			}
-			subtype := "json"
-			if yaml {
-				subtype = "yaml"
-			}
-			if !(clause.Type == "*" && clause.SubType == "*") &&
-				!(clause.Type == "application" && (clause.SubType == subtype || clause.SubType == "*")) {
-				continue
-			}
-			if out, ok := acceptParams(clause.Params, stream); ok {
-				out.yaml = yaml
+			if out, ok := acceptParams(clause.Params, stream, f, o); ok {
+				out.yaml, out.protobuf = f == formatYAML, f == formatProtobuf
 				return out, true
 			}
 		}
@@ -92,7 +134,7 @@ func negotiateAccept(header string, stream bool) (output, bool) {
 
 // acceptParams reads a clause's parameters; a conversion the layer does not
 // offer makes the clause unacceptable, so a later clause may win.
-func acceptParams(params map[string]string, stream bool) (output, bool) {
+func acceptParams(params map[string]string, stream bool, f format, o offer) (output, bool) {
 	var out output
 	var gvk schema.GroupVersionKind
 	for k, v := range params {
@@ -118,11 +160,18 @@ func acceptParams(params map[string]string, stream bool) (output, bool) {
 		return output{}, false
 	}
 	switch gvk.Kind {
-	case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
-		out.as = &gvk
-		return out, true
+	case "Table":
+		// kube writes tables as JSON or YAML only, and only for
+		// resources with a table.
+		if !o.table || f == formatProtobuf {
+			return output{}, false
+		}
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
+	default:
+		return output{}, false
 	}
-	return output{}, false
+	out.as = &gvk
+	return out, true
 }
 
 // prettyByDefault is kube's rule for indenting output: ?pretty=true, or a

@@ -9,12 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"kplane.dev/libs/apiserver/kubeproto"
 )
 
 // writeObject sends obj with status code in the form the request's Accept
 // header asks for. Every handler answers through it.
 func (h *Handler) writeObject(c echo.Context, code int, obj runtime.Object) error {
-	out, err := negotiate(c.Request(), false)
+	out, err := negotiate(c.Request(), false, h.offer())
 	if err != nil {
 		return err
 	}
@@ -45,8 +47,12 @@ func (h *Handler) respond(c echo.Context, code int, obj runtime.Object, out outp
 }
 
 // encode serializes obj as JSON or YAML, ending in a newline as kube's
-// serializers do.
+// serializers do, or as protobuf.
 func encode(obj runtime.Object, out output) ([]byte, string, error) {
+	if out.protobuf {
+		data, err := kubeproto.Encode(obj)
+		return data, kubeproto.MediaType, err
+	}
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode %T: %w", obj, err)

@@ -271,7 +271,7 @@ func (h *Handler) serveScale(c echo.Context, info *requestinfo.Info) error {
 }
 
 func (h *Handler) getScale(c echo.Context, info *requestinfo.Info) error {
-	out, err := negotiate(c.Request(), false)
+	out, err := negotiate(c.Request(), false, h.offer())
 	if err != nil {
 		return err
 	}

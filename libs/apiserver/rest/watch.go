@@ -1,9 +1,12 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/kubeproto"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/storage"
 )
@@ -48,7 +52,7 @@ func (h *Handler) watch(c echo.Context, info *requestinfo.Info) error {
 // watch, when the timeout passes, or when the client goes away.
 func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metainternalversion.ListOptions) error {
 	req := c.Request()
-	out, err := negotiate(req, true)
+	out, err := negotiate(req, true, h.offer())
 	if err != nil {
 		return err
 	}
@@ -86,7 +90,11 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 	defer w.Stop()
 
 	resp := c.Response()
-	resp.Header().Set(echo.HeaderContentType, mediaJSON)
+	contentType := mediaJSON
+	if out.protobuf {
+		contentType = kubeproto.StreamMediaType
+	}
+	resp.Header().Set(echo.HeaderContentType, contentType)
 	resp.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	for {
@@ -97,13 +105,12 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 			if !ok {
 				return nil
 			}
-			line, err := h.encodeEvent(ev, out, topts)
-			if err != nil {
-				// The stream has begun: all a client can get now is its end.
-				h.log.Error("encode watch event", "resource", h.r.GroupVersionResource.String(), "error", err)
-				return nil
-			}
-			if _, err := resp.Write(line); err != nil {
+			if err := h.writeEvent(resp, ev, out, topts); err != nil {
+				// The stream has begun: all a client can get now is its
+				// end. A client gone is no error of the server's.
+				if !errors.Is(err, errWrite) {
+					h.log.Error("encode watch event", "resource", h.r.GroupVersionResource.String(), "error", err)
+				}
 				return nil
 			}
 			flusher.Flush()
@@ -115,9 +122,39 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 	}
 }
 
-// encodeEvent is one line of the stream: a metav1.WatchEvent whose object
-// is in the negotiated form; an ERROR event carries a Status.
-func (h *Handler) encodeEvent(ev watch.Event, out output, topts *metav1.TableOptions) ([]byte, error) {
+// errWrite is a failure to write to the client, which ends the stream.
+var errWrite = errors.New("write to the client")
+
+// writeEvent writes one event of the stream: a JSON line or a protobuf
+// frame.
+func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *metav1.TableOptions) error {
+	obj, err := h.eventObject(ev, out, topts)
+	if err != nil {
+		return err
+	}
+	if out.protobuf {
+		var buf bytes.Buffer
+		if err := kubeproto.WriteEvent(&buf, string(ev.Type), obj); err != nil {
+			return err
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return errWrite
+		}
+		return nil
+	}
+	data, err := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Object: obj}})
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	if _, err := w.Write(append(data, '\n')); err != nil {
+		return errWrite
+	}
+	return nil
+}
+
+// eventObject is an event's object in the negotiated form; an ERROR
+// event carries a Status.
+func (h *Handler) eventObject(ev watch.Event, out output, topts *metav1.TableOptions) (runtime.Object, error) {
 	obj := ev.Object
 	if st, ok := obj.(*metav1.Status); ok {
 		st = st.DeepCopy()
@@ -129,9 +166,5 @@ func (h *Handler) encodeEvent(ev watch.Event, out output, topts *metav1.TableOpt
 			return nil, fmt.Errorf("convert %s event: %w", ev.Type, err)
 		}
 	}
-	data, err := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Object: obj}})
-	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
-	}
-	return append(data, '\n'), nil
+	return obj, nil
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -96,24 +97,33 @@ func TestOutputForms(t *testing.T) {
 
 	t.Run("protobuf preferred, json accepted", func(t *testing.T) {
 		resp, body := get(t, cms+"/a", "application/vnd.kubernetes.protobuf, application/json")
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/vnd.kubernetes.protobuf" || !bytes.HasPrefix(body, []byte("k8s\x00")) {
+			t.Errorf("built-in kind: got %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		// A custom resource has no protobuf, as in kube.
+		resp, body = get(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets/w", "application/vnd.kubernetes.protobuf, application/json")
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !json.Valid(body) {
-			t.Errorf("got %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			t.Errorf("custom resource: got %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		}
 	})
 
 	t.Run("not acceptable", func(t *testing.T) {
 		for _, accept := range []string{
-			"application/vnd.kubernetes.protobuf",
 			"text/html",
 			"application/json;as=Foo;v=v1;g=meta.k8s.io",
 			"application/json;as=Table;v=v2;g=meta.k8s.io",
+			"application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io",
 		} {
 			st := getStatus(t, cms, accept)
-			if st.Code != 406 || st.Reason != metav1.StatusReasonNotAcceptable || st.Message != "only the following media types are accepted: application/json, application/yaml" {
+			if st.Code != 406 || st.Reason != metav1.StatusReasonNotAcceptable || st.Message != "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf" {
 				t.Errorf("Accept %q: %d %s %q", accept, st.Code, st.Reason, st.Message)
 			}
 		}
-		st := getStatus(t, cms+"/a", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")
+		st := getStatus(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets", "application/vnd.kubernetes.protobuf")
+		if st.Code != 406 || st.Message != "only the following media types are accepted: application/json, application/yaml" {
+			t.Errorf("protobuf of a custom resource: %d %q", st.Code, st.Message)
+		}
+		st = getStatus(t, cms+"/a", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")
 		if st.Code != 406 || !strings.HasPrefix(st.Message, "you requested PartialObjectMetadataList, but the requested object is not a list") {
 			t.Errorf("PartialObjectMetadataList of one object: %d %q", st.Code, st.Message)
 		}

@@ -113,7 +113,7 @@ func TestWatch(t *testing.T) {
 
 			t.Run("yaml watch is not acceptable", func(t *testing.T) {
 				st := getStatus(t, f.url+"/api/v1/namespaces/ns1/configmaps?watch=true", "application/yaml")
-				if st.Code != 406 || st.Message != "only the following media types are accepted: application/json;stream=watch" {
+				if st.Code != 406 || st.Message != "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch" {
 					t.Errorf("yaml watch: %d %q", st.Code, st.Message)
 				}
 			})
