@@ -57,14 +57,18 @@ func (s *Set) Replace(resources []*resource.Resource) error {
 
 // Register mounts the discovery endpoints on r.
 func (s *Set) Register(r Router) {
-	// kube-apiserver answers /api/ and /apis/ as /api and /apis.
+	// kube-apiserver answers every discovery path with a trailing slash
+	// too (/apis/, /apis/<group>/, ...), as without.
 	r.GET("/api", s.serveAPI)
 	r.GET("/api/", s.serveAPI)
 	r.GET("/api/:version", s.serveCoreResources)
+	r.GET("/api/:version/", s.serveCoreResources)
 	r.GET("/apis", s.serveAPIs)
 	r.GET("/apis/", s.serveAPIs)
 	r.GET("/apis/:group", s.serveGroup)
+	r.GET("/apis/:group/", s.serveGroup)
 	r.GET("/apis/:group/:version", s.serveGroupResources)
+	r.GET("/apis/:group/:version/", s.serveGroupResources)
 }
 
 func (s *Set) serveAPI(c echo.Context) error {

@@ -1,7 +1,10 @@
 package discovery_test
 
 import (
+	"bytes"
 	"context"
+	stdjson "encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -274,5 +277,35 @@ func TestChangeMetBySyncIsReported(t *testing.T) {
 	f.sync(t)
 	if changes != 1 {
 		t.Errorf("%d changes reported after the backend's documents changed, want 1", changes)
+	}
+}
+
+// TestTrailingSlash: kube-apiserver answers every legacy discovery path
+// with a trailing slash as without (the conformance suite reads
+// /apis/<group>/).
+func TestTrailingSlash(t *testing.T) {
+	f := start(t)
+	body := func(path string) []byte {
+		t.Helper()
+		resp, err := http.Get(f.gateway.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: status %d, %v", path, resp.StatusCode, err)
+		}
+		return b
+	}
+	var groups metav1.APIGroupList
+	if err := stdjson.Unmarshal(body("/apis"), &groups); err != nil || len(groups.Groups) == 0 {
+		t.Fatalf("read /apis: %v %+v", err, groups)
+	}
+	g := groups.Groups[0]
+	for _, path := range []string{"/apis", "/api/v1", "/apis/" + g.Name, "/apis/" + g.PreferredVersion.GroupVersion} {
+		if without, with := body(path), body(path+"/"); !bytes.Equal(without, with) {
+			t.Errorf("GET %s/ answered %s, without the slash %s", path, with, without)
+		}
 	}
 }

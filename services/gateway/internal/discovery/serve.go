@@ -20,14 +20,18 @@ type Router interface {
 // (/apis/<group>/<version>/<resource>) have more segments and match none
 // of them.
 func (m *Merger) Register(r Router) {
-	// kube-apiserver answers /api/ and /apis/ as /api and /apis.
+	// kube-apiserver answers every discovery path with a trailing slash
+	// too (/apis/, /apis/<group>/, ...), as without.
 	r.GET("/api", m.serveAPI)
 	r.GET("/api/", m.serveAPI)
 	r.GET("/api/:version", m.serveCoreResources)
+	r.GET("/api/:version/", m.serveCoreResources)
 	r.GET("/apis", m.serveAPIs)
 	r.GET("/apis/", m.serveAPIs)
 	r.GET("/apis/:group", m.serveGroup)
+	r.GET("/apis/:group/", m.serveGroup)
 	r.GET("/apis/:group/:version", m.serveGroupResources)
+	r.GET("/apis/:group/:version/", m.serveGroupResources)
 }
 
 func (m *Merger) serveAPI(c echo.Context) error {
