@@ -3,15 +3,18 @@ package rest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,7 +55,14 @@ func (h *Handler) watch(c echo.Context, info *requestinfo.Info) error {
 // watch, when the timeout passes, or when the client goes away.
 func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metainternalversion.ListOptions) error {
 	req := c.Request()
-	out, err := negotiate(req, true, h.offer())
+	o := h.offer()
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks {
+		// A watch-list (kube's isListWatchRequest) stands for a list:
+		// kube offers no table for it, so a client asking only for a
+		// table gets 406 and one that also accepts JSON gets JSON.
+		o.table = false
+	}
+	out, err := negotiate(req, true, o)
 	if err != nil {
 		return err
 	}
@@ -153,9 +163,16 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 }
 
 // eventObject is an event's object in the negotiated form; an ERROR
-// event carries a Status.
+// event carries a Status, and the bookmark ending a watch's initial
+// events the list blueprint.
 func (h *Handler) eventObject(ev watch.Event, out output, topts *metav1.TableOptions) (runtime.Object, error) {
 	obj := ev.Object
+	if ev.Type == watch.Bookmark {
+		var err error
+		if obj, err = h.withListBlueprint(obj, out); err != nil {
+			return nil, err
+		}
+	}
 	if st, ok := obj.(*metav1.Status); ok {
 		st = st.DeepCopy()
 		st.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
@@ -167,4 +184,48 @@ func (h *Handler) eventObject(ev watch.Event, out output, topts *metav1.TableOpt
 		}
 	}
 	return obj, nil
+}
+
+// initialEventsListBlueprintAnnotation is where kube-apiserver puts the
+// list blueprint. client-go 1.32, listing through a watch-list (its
+// WatchListClient gate), requires it and otherwise lists a second time;
+// the apimachinery kplane builds on no longer names the key.
+const initialEventsListBlueprintAnnotation = "kubernetes.io/initial-events-list-blueprint"
+
+// withListBlueprint returns the bookmark that ends a watch's initial
+// events annotated, as kube-apiserver annotates it, with an empty list of
+// the resource in the negotiated form, base64-encoded: client-go turns a
+// watch-list into the list a List call returns by it, and refuses the
+// stream without it. Other bookmarks are returned as they are.
+func (h *Handler) withListBlueprint(bookmark runtime.Object, out output) (runtime.Object, error) {
+	m, err := meta.Accessor(bookmark)
+	if err != nil || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+		return bookmark, nil
+	}
+	list := h.r.Objects.NewList()
+	if out.as != nil && out.as.Kind == "PartialObjectMetadata" {
+		list = &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: out.as.GroupVersion().String(), Kind: "PartialObjectMetadataList"}}
+	}
+	if err := meta.SetList(list, []runtime.Object{}); err != nil {
+		return nil, fmt.Errorf("empty the list blueprint: %w", err)
+	}
+	var encoded []byte
+	if out.protobuf {
+		encoded, err = kubeproto.Encode(list)
+	} else {
+		encoded, err = json.Marshal(list)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode the list blueprint: %w", err)
+	}
+	// The store made the bookmark for this watch alone, but a copy
+	// costs little and keeps that the store's business.
+	bookmark = bookmark.DeepCopyObject()
+	if m, err = meta.Accessor(bookmark); err != nil {
+		return nil, err
+	}
+	annotations := maps.Clone(m.GetAnnotations())
+	annotations[initialEventsListBlueprintAnnotation] = base64.StdEncoding.EncodeToString(encoded)
+	m.SetAnnotations(annotations)
+	return bookmark, nil
 }
