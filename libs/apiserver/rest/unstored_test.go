@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -141,4 +142,33 @@ func TestUnstoredDeclarations(t *testing.T) {
 
 func r2keys(r *resource.Resource) storage.Keys {
 	return storage.NewKeys("/kplane", r.GroupVersionResource.Group, r.GroupVersionResource.Resource)
+}
+
+// TestUnstoredHasNoTable: a review has no table, so asking for one is
+// kube's 406, as the conformance suite checks of SelfSubjectAccessReview;
+// its metadata can still be asked for.
+func TestUnstoredHasNoTable(t *testing.T) {
+	url := newUnstoredServer(t) + "/apis/example.com/v1/reviews"
+	for _, tc := range []struct {
+		accept string
+		code   int
+	}{
+		{"application/json;as=Table;v=v1;g=meta.k8s.io", http.StatusNotAcceptable},
+		{"application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", http.StatusCreated},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"apiVersion":"example.com/v1","kind":"Review"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", tc.accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("create with Accept %q: %d, want %d", tc.accept, resp.StatusCode, tc.code)
+		}
+	}
 }
