@@ -3,10 +3,12 @@ package command
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -24,13 +26,33 @@ type Server interface {
 	Run(ctx context.Context) error
 }
 
+// HealthcheckCommand is the first argument that makes a binary probe a
+// running replica instead of running one: given the replica's own flags,
+// it exits 0 when the replica is ready. Container images without a shell
+// or curl use it as their health check.
+const HealthcheckCommand = "healthcheck"
+
+// healthcheckTimeout bounds one probe.
+const healthcheckTimeout = 5 * time.Second
+
+// Prober is Options that can ask the replica they configure whether it is
+// ready.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
 // Run parses args (without the program name) into opts, builds a server
 // from its Config with build, and runs it until ctx ends or a SIGINT or
-// SIGTERM arrives. -h and --help print the flags and return nil.
+// SIGTERM arrives. -h and --help print the flags and return nil. With
+// HealthcheckCommand first, it probes the replica the remaining flags
+// configure instead.
 func Run[C any, S Server](ctx context.Context, name string, args []string, out io.Writer, opts Options[C], build func(C) (S, error)) error {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
 	opts.AddFlags(fs)
+	if len(args) > 0 && args[0] == HealthcheckCommand {
+		return healthcheck(ctx, name, fs, args[1:], opts)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -48,4 +70,20 @@ func Run[C any, S Server](ctx context.Context, name string, args []string, out i
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+func healthcheck(ctx context.Context, name string, fs *pflag.FlagSet, args []string, opts any) error {
+	p, ok := opts.(Prober)
+	if !ok {
+		return fmt.Errorf("%s has no %s", name, HealthcheckCommand)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthcheckTimeout)
+	defer cancel()
+	return p.Probe(ctx)
 }

@@ -82,3 +82,37 @@ func TestLogFormat(t *testing.T) {
 		t.Errorf("json logger wrote %q", out.String())
 	}
 }
+
+// probing is options that probe: the probe sees the parsed flags.
+type probing struct {
+	options
+	probed string
+}
+
+func (p *probing) Probe(context.Context) error {
+	p.probed = p.name
+	if p.name == "down" {
+		return errors.New("not ready")
+	}
+	return nil
+}
+
+// TestHealthcheck: the healthcheck subcommand probes with the replica's
+// own flags and builds no server; a binary whose options cannot probe
+// says so.
+func TestHealthcheck(t *testing.T) {
+	build := func(string) (server, error) {
+		t.Fatal("a health check built a server")
+		return server{}, nil
+	}
+	p := &probing{}
+	if err := command.Run(context.Background(), "test", []string{command.HealthcheckCommand, "--name=up"}, io.Discard, p, build); err != nil || p.probed != "up" {
+		t.Fatalf("probe of a ready replica: %v, probed %q", err, p.probed)
+	}
+	if err := command.Run(context.Background(), "test", []string{command.HealthcheckCommand, "--name=down"}, io.Discard, &probing{}, build); err == nil {
+		t.Fatal("probe of a replica that is not ready passed")
+	}
+	if err := command.Run(context.Background(), "test", []string{command.HealthcheckCommand}, io.Discard, &options{}, build); err == nil || err.Error() != "test has no healthcheck" {
+		t.Fatalf("options that cannot probe: %v", err)
+	}
+}

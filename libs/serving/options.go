@@ -1,13 +1,18 @@
 package serving
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -144,4 +149,69 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// Probe asks the replica o configures whether it is ready: GET /readyz on
+// its listen address, a wildcard host meaning loopback, over TLS that
+// trusts exactly the certificate in --tls-cert-file, the one the replica
+// serves. It is the health check of images without a shell.
+func (o *Options) Probe(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(o.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("--listen-address: %w", err)
+	}
+	if port == "0" {
+		return errors.New("--listen-address: a replica on a port picked at start cannot be probed")
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	leaf, err := leafCertificate(o.TLSCertFile)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The certificate is pinned rather than verified against a CA:
+		// the probe knows exactly what the replica serves, whatever
+		// name or CA it was issued for.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], leaf) {
+				return errors.New("the replica serves another certificate than --tls-cert-file")
+			}
+			return nil
+		},
+	}}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(host, port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// leafCertificate is the DER of the first certificate in file.
+func leafCertificate(file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("--tls-cert-file %s: no PEM certificate", file)
+	}
+	return block.Bytes, nil
 }
