@@ -8,7 +8,7 @@ PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 60s
 
-.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down images
+.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down images images-test
 
 all: build
 
@@ -93,3 +93,8 @@ images:
 	    -t $(IMAGE_REPO)/$$b:$(VERSION) $(IMAGES_DIR) >/dev/null; \
 	  echo "$(IMAGE_REPO)/$$b:$(VERSION)"; \
 	done
+
+# Builds the images and checks each one (hack/test-images.sh); .ci/run
+# calls it where a Docker engine answers.
+images-test: images
+	IMAGE_REPO=$(IMAGE_REPO) VERSION=$(VERSION) ./hack/test-images.sh
