@@ -37,6 +37,9 @@ type Handler struct {
 	actions map[string]*Handler
 	// scale serves /scale; nil when the resource has none.
 	scale *scaler
+	// offers are the response forms the resource has besides JSON and
+	// YAML.
+	offers offer
 }
 
 // Option configures a Handler.
@@ -53,7 +56,7 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 	if r.Objects == nil {
 		return nil, fmt.Errorf("resource %s declares no Objects", r.GroupVersionResource)
 	}
-	h := &Handler{r: r, store: store, keys: keys, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler), watchTimeout: defaultWatchTimeout}
+	h := &Handler{r: r, store: store, keys: keys, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler), watchTimeout: defaultWatchTimeout, offers: offerOf(r)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -91,7 +94,7 @@ func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	if err == nil || c.Response().Committed {
 		return err
 	}
-	if out, nerr := negotiate(c.Request(), false, h.offer()); nerr == nil && out.protobuf {
+	if out, nerr := negotiate(c.Request(), false, h.offers); nerr == nil && out.protobuf {
 		return apistatus.WriteProtobuf(c.Response(), err)
 	}
 	return err

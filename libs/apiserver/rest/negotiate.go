@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/kubeproto"
+	"kplane.dev/libs/apiserver/resource"
 )
 
 // Media types the layer writes. Protobuf is offered only for kinds with
@@ -45,9 +46,10 @@ type offer struct {
 	table bool
 }
 
-// offer is what h can answer with.
-func (h *Handler) offer() offer {
-	return offer{protobuf: slices.Contains(h.r.Objects.MediaTypes(), kubeproto.MediaType), table: h.r.Stored()}
+// offerOf is what a handler of r can answer with, worked out once per
+// handler rather than per request.
+func offerOf(r *resource.Resource) offer {
+	return offer{protobuf: slices.Contains(r.Objects.MediaTypes(), kubeproto.MediaType), table: r.Stored()}
 }
 
 // notAcceptable is kube-apiserver's 406 for an Accept header it cannot

@@ -19,7 +19,7 @@ import (
 // get answers GET of one object (or its /status), reading the revision
 // ?resourceVersion asks for.
 func (h *Handler) get(c echo.Context, info *requestinfo.Info) error {
-	out, err := negotiate(c.Request(), false, h.offer())
+	out, err := negotiate(c.Request(), false, h.offers)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (h *Handler) get(c echo.Context, info *requestinfo.Info) error {
 
 // list answers GET of a collection: one namespace, or all of them.
 func (h *Handler) list(c echo.Context, info *requestinfo.Info) error {
-	out, err := negotiate(c.Request(), false, h.offer())
+	out, err := negotiate(c.Request(), false, h.offers)
 	if err != nil {
 		return err
 	}

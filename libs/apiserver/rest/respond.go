@@ -16,7 +16,7 @@ import (
 // writeObject sends obj with status code in the form the request's Accept
 // header asks for. Every handler answers through it.
 func (h *Handler) writeObject(c echo.Context, code int, obj runtime.Object) error {
-	out, err := negotiate(c.Request(), false, h.offer())
+	out, err := negotiate(c.Request(), false, h.offers)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func newScaler(parent *Handler) (*scaler, error) {
 	}
 	return &scaler{
 		decl:     decl,
-		h:        &Handler{r: sr, clock: parent.clock, log: parent.log, watchTimeout: parent.watchTimeout},
+		h:        &Handler{r: sr, clock: parent.clock, log: parent.log, watchTimeout: parent.watchTimeout, offers: offerOf(sr)},
 		patcher:  p,
 		spec:     spec,
 		status:   status,
@@ -271,7 +271,7 @@ func (h *Handler) serveScale(c echo.Context, info *requestinfo.Info) error {
 }
 
 func (h *Handler) getScale(c echo.Context, info *requestinfo.Info) error {
-	out, err := negotiate(c.Request(), false, h.offer())
+	out, err := negotiate(c.Request(), false, h.offers)
 	if err != nil {
 		return err
 	}

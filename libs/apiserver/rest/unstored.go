@@ -51,7 +51,7 @@ func actionHandlers(parent *Handler) (map[string]*Handler, error) {
 			Objects:              a.Objects,
 			Creater:              a.Creater,
 		}
-		out[a.Name] = &Handler{r: sub, clock: parent.clock, log: parent.log, watchTimeout: parent.watchTimeout}
+		out[a.Name] = &Handler{r: sub, clock: parent.clock, log: parent.log, watchTimeout: parent.watchTimeout, offers: offerOf(sub)}
 	}
 	return out, nil
 }

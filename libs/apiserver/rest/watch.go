@@ -55,7 +55,7 @@ func (h *Handler) watch(c echo.Context, info *requestinfo.Info) error {
 // watch, when the timeout passes, or when the client goes away.
 func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metainternalversion.ListOptions) error {
 	req := c.Request()
-	o := h.offer()
+	o := h.offers
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks {
 		// A watch-list (kube's isListWatchRequest) stands for a list:
 		// kube offers no table for it, so a client asking only for a
