@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"os"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -12,9 +13,22 @@ import (
 // writeKubeconfig writes a kubeconfig for server as user, with the CA
 // and the user's certificate inline so it works from any directory.
 func writeKubeconfig(path, server, user string, ca, client *pki.Cert) error {
-	key, err := client.KeyPEM()
+	b, err := kubeconfig(server, user, ca, client)
 	if err != nil {
 		return err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// kubeconfig is a kubeconfig for server as user, with the CA and the
+// user's certificate inline.
+func kubeconfig(server, user string, ca, client *pki.Cert) ([]byte, error) {
+	key, err := client.KeyPEM()
+	if err != nil {
+		return nil, err
 	}
 	const name = "kplane"
 	cfg := clientcmdapi.NewConfig()
@@ -22,8 +36,9 @@ func writeKubeconfig(path, server, user string, ca, client *pki.Cert) error {
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: client.CertPEM(), ClientKeyData: key}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = name
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode the kubeconfig of %s: %w", user, err)
 	}
-	return nil
+	return b, nil
 }

@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg *Config) error {
 	}
 	defer release()
 
-	certs, err := issue(filepath.Join(cfg.dataDir, pkiDir), cfg.services)
+	certs, err := issue(filepath.Join(cfg.dataDir, pkiDir), cfg.services, nil)
 	if err != nil {
 		return err
 	}

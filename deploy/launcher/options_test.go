@@ -77,7 +77,7 @@ func TestExtraArgs(t *testing.T) {
 	if err := fs.Parse([]string{"--authn-arg=--oidc-issuer-url=https://issuer", "--authn-arg=--oidc-client-id=kplane", "--core-arg=--log-format=json"}); err != nil {
 		t.Fatal(err)
 	}
-	certs, err := issue(t.TempDir(), nil)
+	certs, err := issue(t.TempDir(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

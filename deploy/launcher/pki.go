@@ -42,16 +42,22 @@ type certificates struct {
 }
 
 // issue makes (or reuses) the CA, a serving certificate per service
-// (named after it), the gateway's front-proxy client certificate and the
-// admin's client certificate.
-func issue(dir string, services []Service) (*certificates, error) {
+// (named after it, valid for the loopback names and for hosts(name)),
+// the gateway's front-proxy client certificate and the admin's client
+// certificate. A certificate whose names no longer cover what hosts asks
+// is issued anew.
+func issue(dir string, services []Service, hosts func(service string) []string) (*certificates, error) {
 	d := pki.Dir{Path: dir}
 	ca, err := d.CA(caCert, "kplane-ca")
 	if err != nil {
 		return nil, fmt.Errorf("issue the CA: %w", err)
 	}
 	for _, s := range services {
-		if _, err := d.Serving(ca, s.Name, "kplane-"+s.Name, nil); err != nil {
+		var h []string
+		if hosts != nil {
+			h = hosts(s.Name)
+		}
+		if _, err := d.Serving(ca, s.Name, "kplane-"+s.Name, h); err != nil {
 			return nil, fmt.Errorf("issue the serving certificate of %s: %w", s.Name, err)
 		}
 	}

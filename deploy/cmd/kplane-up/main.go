@@ -2,7 +2,9 @@
 // service with an embedded etcd and NATS until Ctrl-C, `kplane-up down`
 // stops one running on the same data directory, and `kplane-up nats-auth`
 // only writes the services' NATS keys and the NATS server's configuration,
-// for a NATS server run otherwise.
+// for a NATS server run otherwise. `kplane-up init` issues what an
+// installation of containers needs, one bundle per service (see
+// launcher.Init): the first step of docker-compose.yml and of the chart.
 package main
 
 import (
@@ -27,10 +29,13 @@ func main() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		return initialize(os.Args[2:])
+	}
 	opts := launcher.NewOptions(launcher.Services(), os.LookupEnv)
 	fs := pflag.NewFlagSet("kplane-up", pflag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: kplane-up [flags] [down | nats-auth]")
+		fmt.Fprintln(os.Stderr, "usage: kplane-up [flags] [down | nats-auth]\n       kplane-up init [flags]")
 		fs.PrintDefaults()
 	}
 	opts.AddFlags(fs)
@@ -61,4 +66,54 @@ func run() error {
 		return err
 	}
 	return launcher.Run(ctx, cfg)
+}
+
+// initialize is `kplane-up init`.
+func initialize(args []string) error {
+	o := launcher.InitOptions{
+		DataDir:     "/var/lib/kplane",
+		Server:      "https://gateway:6443",
+		AdminServer: "https://127.0.0.1:6443",
+		Hostnames:   []string{launcher.HostnamePlaceholder},
+	}
+	var export, adminKubeconfig, owner string
+	fs := pflag.NewFlagSet("kplane-up init", pflag.ContinueOnError)
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory keeping the CA, the keys and the NATS seeds across runs")
+	fs.StringVar(&o.Server, "server", o.Server, "the gateway's URL as the services reach it")
+	fs.StringVar(&o.AdminServer, "admin-server", o.AdminServer, "the gateway's URL as the admin reaches it")
+	fs.StringArrayVar(&o.Hostnames, "hostname", o.Hostnames, "a name every service's serving certificate is valid for, "+launcher.HostnamePlaceholder+" standing for the service's name; repeatable")
+	fs.StringArrayVar(&o.GatewayHostnames, "gateway-hostname", nil, "a further name of the gateway's serving certificate; repeatable")
+	fs.StringVar(&export, "export", "", "write each bundle to <dir>/<bundle>/")
+	fs.StringVar(&owner, "owner", "", "uid:gid to hand exported files to (when run as root)")
+	fs.StringVar(&adminKubeconfig, "admin-kubeconfig", "", "write the admin kubeconfig here, owned by the owner of its folder")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var own *[2]int
+	if owner != "" {
+		var uid, gid int
+		if _, err := fmt.Sscanf(owner, "%d:%d", &uid, &gid); err != nil {
+			return fmt.Errorf("--owner %q: want uid:gid", owner)
+		}
+		own = &[2]int{uid, gid}
+	}
+	bundles, err := launcher.Init(launcher.Services(), o)
+	if err != nil {
+		return err
+	}
+	if export != "" {
+		if err := launcher.Export(export, bundles, own); err != nil {
+			return err
+		}
+	}
+	if adminKubeconfig != "" {
+		if err := launcher.WriteAdminKubeconfig(adminKubeconfig, bundles[launcher.AdminBundle]); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("issued %d bundles\n", len(bundles))
+	return nil
 }
