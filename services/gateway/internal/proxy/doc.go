@@ -6,7 +6,8 @@
 // backend stream ends when the client goes away, and status, headers and
 // body pass through untouched.
 //
-// A Transport spreads requests over the replicas of one backend and, for
-// idempotent requests, moves on to the next replica when a replica cannot
-// be reached before it has answered.
+// A Transport spreads requests over the replicas of one backend (every
+// address each replica name resolves to, resolved again as replicas come
+// and go) and, for idempotent requests, moves on to the next replica when
+// a replica cannot be reached before it has answered.
 package proxy

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,58 +10,192 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Transport is an http.RoundTripper to the replicas of one backend. It
-// sends each request to a replica's scheme and host, whatever the
-// request's own URL names, so callers may build URLs on any of the
-// replicas (or on URL()).
+// sends each request to a replica's address, whatever the request's own
+// URL names, so callers may build URLs on any of the replicas (or on
+// URL()).
+//
+// A replica URL may name a host that resolves to several addresses: a
+// compose service scaled up, or a headless Kubernetes Service. Each
+// address is a replica of its own with connections of its own, so load
+// spreads over all of them instead of riding the one connection HTTP/2
+// would keep to whichever address was dialed first. Names are resolved
+// again every resolveEvery, and at once after a replica could not be
+// reached, so replicas that come and go are followed; until a resolution
+// succeeds the last addresses stay in use.
 type Transport struct {
-	replicas []*url.URL
-	next     atomic.Uint64
-	base     *http.Transport
+	targets []target
+	lookup  func(ctx context.Context, host string) ([]string, error)
+	every   time.Duration
+
+	endpoints atomic.Pointer[[]endpoint]
+	// resolvedAt is when endpoints were last resolved (unix nanoseconds);
+	// zero asks for a resolution on the next request.
+	resolvedAt atomic.Int64
+	resolving  atomic.Bool
+	// first makes the first requests wait for the first resolution.
+	first sync.Mutex
+	next  atomic.Uint64
+}
+
+// target is one replica URL and the connections to what its host
+// resolves to: certificates are checked against the name, not the
+// addresses.
+type target struct {
+	url  *url.URL
+	base *http.Transport
+}
+
+// endpoint is one address a target resolved to.
+type endpoint struct {
+	target int
+	host   string
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
 
+// resolveEvery is how often replica names are resolved again: about how
+// long a new replica waits for its first request.
+const resolveEvery = 5 * time.Second
+
+// Option changes a Transport's defaults.
+type Option func(*Transport)
+
+// WithResolver resolves replica names with lookup every interval instead
+// of with the system resolver every resolveEvery.
+func WithResolver(lookup func(ctx context.Context, host string) ([]string, error), every time.Duration) Option {
+	return func(t *Transport) { t.lookup, t.every = lookup, every }
+}
+
 // NewTransport returns a Transport to replicas (https URLs; their paths
 // are ignored) with tlsConfig, which carries the client certificate and
 // the CA of the replicas' serving certificates.
-func NewTransport(replicas []*url.URL, tlsConfig *tls.Config) (*Transport, error) {
+func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*Transport, error) {
 	if len(replicas) == 0 {
 		return nil, errors.New("transport: no replica URL")
+	}
+	t := &Transport{lookup: net.DefaultResolver.LookupHost, every: resolveEvery}
+	for _, o := range opts {
+		o(t)
 	}
 	for _, u := range replicas {
 		if u.Scheme != "https" || u.Host == "" {
 			return nil, fmt.Errorf("transport: replica %q is not an https URL", u)
 		}
+		cfg := tlsConfig.Clone()
+		cfg.ServerName = u.Hostname()
+		t.targets = append(t.targets, target{url: u, base: &http.Transport{
+			Proxy: nil,
+			DialContext: (&net.Dialer{
+				Timeout:   10 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			TLSClientConfig:       cfg,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConnsPerHost:   100,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}})
 	}
-	base := &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		TLSClientConfig:       tlsConfig.Clone(),
-		TLSHandshakeTimeout:   10 * time.Second,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConnsPerHost:   100,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	return &Transport{replicas: slices.Clone(replicas), base: base}, nil
+	return t, nil
 }
 
 // URL is the first replica's URL, a base for requests through t.
 func (t *Transport) URL() *url.URL {
-	u := *t.replicas[0]
+	u := *t.targets[0].url
 	return &u
 }
 
-// Replicas are the URLs t sends to.
-func (t *Transport) Replicas() []*url.URL { return slices.Clone(t.replicas) }
+// Endpoints are the addresses t sends to now, host:port.
+func (t *Transport) Endpoints(ctx context.Context) ([]string, error) {
+	eps, err := t.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]string, len(eps))
+	for i, e := range eps {
+		hosts[i] = e.host
+	}
+	return hosts, nil
+}
+
+// current returns the endpoints, resolving them first when there are
+// none yet and in the background when they are due.
+func (t *Transport) current(ctx context.Context) ([]endpoint, error) {
+	if eps := t.endpoints.Load(); eps != nil {
+		if time.Since(time.Unix(0, t.resolvedAt.Load())) >= t.every && t.resolving.CompareAndSwap(false, true) {
+			go func() {
+				defer t.resolving.Store(false)
+				ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+				defer cancel()
+				_ = t.resolve(ctx)
+			}()
+		}
+		return *eps, nil
+	}
+	t.first.Lock()
+	defer t.first.Unlock()
+	if eps := t.endpoints.Load(); eps != nil {
+		return *eps, nil
+	}
+	if err := t.resolve(ctx); err != nil {
+		return nil, err
+	}
+	return *t.endpoints.Load(), nil
+}
+
+// resolveTimeout bounds a background resolution.
+const resolveTimeout = 10 * time.Second
+
+// resolve looks every target's host up again. A target whose lookup
+// fails keeps the addresses it had.
+func (t *Transport) resolve(ctx context.Context) error {
+	var old []endpoint
+	if p := t.endpoints.Load(); p != nil {
+		old = *p
+	}
+	var eps []endpoint
+	var errs []error
+	for i, tg := range t.targets {
+		host, port := tg.url.Hostname(), tg.url.Port()
+		if port == "" {
+			port = "443"
+		}
+		if net.ParseIP(host) != nil {
+			eps = append(eps, endpoint{target: i, host: tg.url.Host})
+			continue
+		}
+		addrs, err := t.lookup(ctx, host)
+		if err != nil || len(addrs) == 0 {
+			if err == nil {
+				err = errors.New("no address")
+			}
+			errs = append(errs, fmt.Errorf("resolve %s: %w", host, err))
+			for _, e := range old {
+				if e.target == i {
+					eps = append(eps, e)
+				}
+			}
+			continue
+		}
+		slices.Sort(addrs)
+		for _, a := range addrs {
+			eps = append(eps, endpoint{target: i, host: net.JoinHostPort(a, port)})
+		}
+	}
+	if len(eps) == 0 {
+		return fmt.Errorf("transport: no replica address: %w", errors.Join(errs...))
+	}
+	t.endpoints.Store(&eps)
+	t.resolvedAt.Store(time.Now().UnixNano())
+	return nil
+}
 
 // RoundTrip sends r to the replicas in turn, starting with the next one
 // round robin. A request that may be sent twice (GET or HEAD without a
@@ -68,8 +203,16 @@ func (t *Transport) Replicas() []*url.URL { return slices.Clone(t.replicas) }
 // answering; any other request moves on only when no connection to the
 // replica could be made, since then it was never sent. Once a response
 // has begun, nothing is retried, so a watch that has started streaming
-// is never replayed.
+// is never replayed. A replica that cannot be reached makes the names be
+// resolved again.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	eps, err := t.current(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, err
+	}
 	start := int(t.next.Add(1) - 1)
 	idempotent := retriable(r)
 	// The body streams to the replica, never held in memory: a request
@@ -80,19 +223,23 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		body = &unsentBody{body: r.Body}
 	}
 	var errs []error
-	for i := range t.replicas {
-		u := t.replicas[(start+i)%len(t.replicas)]
+	for i := range eps {
+		e := eps[(start+i)%len(eps)]
+		tg := t.targets[e.target]
 		out := r.Clone(r.Context())
-		out.URL.Scheme, out.URL.Host = u.Scheme, u.Host
-		out.Host = ""
+		out.URL.Scheme, out.URL.Host = tg.url.Scheme, e.host
+		out.Host = tg.url.Host
 		if body != nil {
 			out.Body = body
 		}
-		resp, err := t.base.RoundTrip(out)
+		resp, err := tg.base.RoundTrip(out)
 		if err == nil {
 			return resp, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", u.Host, err))
+		errs = append(errs, fmt.Errorf("%s: %w", e.host, err))
+		if notSent(err) {
+			t.resolvedAt.Store(0)
+		}
 		if r.Context().Err() != nil || !(idempotent || notSent(err) && !body.started()) {
 			break
 		}
@@ -141,7 +288,11 @@ func notSent(err error) bool {
 }
 
 // CloseIdleConnections closes the idle connections to every replica.
-func (t *Transport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+func (t *Transport) CloseIdleConnections() {
+	for _, tg := range t.targets {
+		tg.base.CloseIdleConnections()
+	}
+}
 
 func retriable(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

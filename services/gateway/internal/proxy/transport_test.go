@@ -1,13 +1,19 @@
 package proxy_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"kplane.dev/services/gateway/internal/proxy"
 )
@@ -69,5 +75,143 @@ func TestRequestsNotSentMoveToTheNextReplica(t *testing.T) {
 	}
 	if len(got) != 10 {
 		t.Fatalf("live replica saw %d requests, want 10", len(got))
+	}
+}
+
+// replicaAt starts a TLS server answering its own address on ip:port
+// (port 0 picks one), with httptest's certificate, which is valid for
+// example.com.
+func replicaAt(t *testing.T, ip string, port int) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, ip)
+	}))
+	s.Listener = ln
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A replica name that resolves to several addresses (a scaled compose
+// service, a headless Service) is several replicas: requests spread over
+// all of them, even over HTTP/2, and replicas that come and go are
+// followed.
+func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
+	a := replicaAt(t, "127.0.0.2", 0)
+	port := a.Listener.Addr().(*net.TCPAddr).Port
+	replicaAt(t, "127.0.0.3", port)
+	replicaAt(t, "127.0.0.4", port)
+	var mu sync.Mutex
+	addrs := []string{"127.0.0.2", "127.0.0.3"}
+	lookups := 0
+	lookup := func(_ context.Context, host string) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if host != "example.com" {
+			return nil, fmt.Errorf("unknown host %q", host)
+		}
+		lookups++
+		return slices.Clone(addrs), nil
+	}
+	target := &url.URL{Scheme: "https", Host: "example.com:" + strconv.Itoa(port)}
+	tlsConfig := a.Client().Transport.(*http.Transport).TLSClientConfig
+	tr, err := proxy.NewTransport([]*url.URL{target}, tlsConfig, proxy.WithResolver(lookup, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	served := func(n int) map[string]int {
+		got := map[string]int{}
+		for range n {
+			req, err := http.NewRequest(http.MethodGet, target.String()+"/api", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				t.Fatalf("%s answered over %s; the spread must hold over HTTP/2", b, resp.Proto)
+			}
+			got[string(b)]++
+		}
+		return got
+	}
+	if got := served(10); got["127.0.0.2"] != 5 || got["127.0.0.3"] != 5 {
+		t.Fatalf("two replicas served %v, want 5 each", got)
+	}
+
+	// A replica leaves and another comes: once the name is resolved
+	// again, the new set serves.
+	mu.Lock()
+	addrs = []string{"127.0.0.3", "127.0.0.4"}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := served(4)
+		if got["127.0.0.2"] == 0 && got["127.0.0.4"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the replicas changed, served %v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The resolver failing keeps the last addresses.
+	mu.Lock()
+	addrs = nil
+	mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	if got := served(4); got["127.0.0.3"] != 2 || got["127.0.0.4"] != 2 {
+		t.Fatalf("with the resolver failing, served %v, want the last two replicas", got)
+	}
+
+	// A name that resolves to an address nothing listens on: reads move
+	// on to a live replica.
+	dead := deadReplica(t)
+	deadIP, deadPort, _ := net.SplitHostPort(dead.Host)
+	mu.Lock()
+	addrs = []string{deadIP, "127.0.0.4"}
+	mu.Unlock()
+	tr2, err := proxy.NewTransport([]*url.URL{{Scheme: "https", Host: "example.com:" + deadPort}}, tlsConfig, proxy.WithResolver(lookup, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.CloseIdleConnections()
+	mu.Lock()
+	before := lookups
+	mu.Unlock()
+	req, err := http.NewRequest(http.MethodGet, "https://example.com/api", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both addresses share the dead port, so neither answers: the
+	// request fails, and the failure asks for the name again although
+	// the interval is an hour.
+	if _, err := tr2.RoundTrip(req); err == nil {
+		t.Fatal("a request with no live replica succeeded")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, _ = tr2.RoundTrip(req.Clone(req.Context()))
+		mu.Lock()
+		n := lookups
+		mu.Unlock()
+		if n > before+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an unreachable replica did not make the name be resolved again")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
