@@ -59,6 +59,39 @@ type System struct {
 	exited  chan error // receives the launcher's exit once
 	exitErr error
 	done    bool
+	// url is the gateway's URL of a system the test did not start.
+	url string
+}
+
+// ExternalEnv names an admin kubeconfig of a kplane already running (in
+// containers, say): Start then drives it instead of starting one, and
+// tests that need the processes are skipped.
+const ExternalEnv = "KPLANE_E2E_KUBECONFIG"
+
+// external returns the system ExternalEnv names, or nil.
+func external(t testing.TB) *System {
+	t.Helper()
+	kc := os.Getenv(ExternalEnv)
+	if kc == "" {
+		return nil
+	}
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatalf("load %s: %v", ExternalEnv, err)
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok || cfg.Clusters[ctx.Cluster] == nil {
+		t.Fatalf("%s has no current cluster", kc)
+	}
+	cluster := cfg.Clusters[ctx.Cluster]
+	s := &System{DataDir: t.TempDir(), Kubeconfig: kc, Ports: map[string]int{}, output: &lockedBuffer{}, url: cluster.Server, done: true}
+	if err := os.MkdirAll(filepath.Join(s.DataDir, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.CAFile(), cluster.CertificateAuthorityData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // Option changes how Start runs the system.
@@ -105,6 +138,12 @@ func Start(t testing.TB, opts ...Option) *System {
 	set := settings{replicas: map[string]int{}, args: map[string][]string{}}
 	for _, o := range opts {
 		o(&set)
+	}
+	if ext := external(t); ext != nil {
+		if len(set.services) > 0 || len(set.replicas) > 0 || len(set.args) > 0 {
+			t.Skip("needs a system started its own way; " + ExternalEnv + " names one already running")
+		}
+		return ext
 	}
 	all := launcher.Services()
 	var run []launcher.Service
@@ -195,6 +234,9 @@ func (s *System) launch(t testing.TB) {
 // data directory and ports, as a user running make up twice.
 func (s *System) Relaunch(t testing.TB) {
 	t.Helper()
+	if s.url != "" {
+		t.Skip("needs a system the test started")
+	}
 	s.Stop(t)
 	fmt.Fprintf(s.output, "==== harness: relaunching kplane-up\n")
 	s.launch(t)
@@ -278,6 +320,9 @@ func (s *System) Stop(t testing.TB) {
 // PID is the pid of the ready process of the service called name.
 func (s *System) PID(t testing.TB, name string) int {
 	t.Helper()
+	if s.url != "" {
+		t.Skip("needs the processes of a system the test started")
+	}
 	pid, err := s.pid(name)
 	if err != nil {
 		t.Fatalf("pid of %s: %v", name, err)
@@ -359,6 +404,9 @@ func (s *System) RESTConfig(t testing.TB) *rest.Config {
 // costs, and reaches core when the gateway does not run.
 func (s *System) CoreConfig(t testing.TB) *rest.Config {
 	t.Helper()
+	if s.url != "" {
+		t.Skip("needs core's own port, which a system the test did not start does not publish")
+	}
 	pkiDir := filepath.Join(s.DataDir, "pki")
 	return &rest.Config{
 		Host: "https://127.0.0.1:" + strconv.Itoa(s.Ports["core"]),
@@ -419,6 +467,9 @@ func (s *System) KubectlToken(t testing.TB, token string, args ...string) (stdou
 
 // URL is the gateway's URL.
 func (s *System) URL() string {
+	if s.url != "" {
+		return s.url
+	}
 	return "https://127.0.0.1:" + strconv.Itoa(s.Ports[launcher.PublicService])
 }
 

@@ -101,6 +101,11 @@ func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*
 			MaxIdleConnsPerHost:   100,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
+			// A replica cut off the network leaves its connection
+			// open and silent; pings find it, so the watches and
+			// requests on it fail and are retried elsewhere instead of
+			// hanging until TCP gives up minutes later.
+			HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
 		}})
 	}
 	return t, nil
