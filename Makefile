@@ -75,7 +75,11 @@ down:
 
 # Container images (deploy/images): one per command, plus etcd and NATS at
 # the versions kplane embeds, all FROM scratch with static binaries.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Computed once: a file edited during a build must not change the tag
+# halfway.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 IMAGE_REPO ?= kplane
 IMAGES_DIR := _output/images
 THIRD_PARTY_CMDS := go.etcd.io/etcd/server/v3 github.com/nats-io/nats-server/v2
