@@ -88,9 +88,11 @@ images:
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w' -o $(IMAGES_DIR)/bin/ $(CMDS)
 	cd libs && CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$(IMAGES_DIR)/bin/etcd go.etcd.io/etcd/server/v3
 	cd libs && CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$(IMAGES_DIR)/bin/nats-server github.com/nats-io/nats-server/v2
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w' -o $(IMAGES_DIR)/probe/kplane-probe kplane.dev/deploy/imageprobe
 	cp /etc/ssl/certs/ca-certificates.crt $(IMAGES_DIR)/
 	@set -e; for b in $$(ls $(IMAGES_DIR)/bin); do \
-	  sed "s/@BINARY@/$$b/g" deploy/images/Dockerfile.in > $(IMAGES_DIR)/Dockerfile.$$b; \
+	  probe=; case $$b in etcd|nats-server) probe='COPY probe\/kplane-probe \/usr\/local\/bin\/kplane-probe';; esac; \
+	  sed -e "s/@BINARY@/$$b/g" -e "s/@PROBE@/$$probe/" deploy/images/Dockerfile.in > $(IMAGES_DIR)/Dockerfile.$$b; \
 	  docker build -q -f $(IMAGES_DIR)/Dockerfile.$$b \
 	    --label org.opencontainers.image.title=$$b \
 	    --label org.opencontainers.image.version=$(VERSION) \

@@ -281,7 +281,9 @@ func load(c *kubernetes.Clientset, h *history, client int, stop <-chan struct{},
 		k := key(rng.IntN(keys))
 		in := regInput{key: k, value: fmt.Sprintf("c%d-%d", client, i)}
 		switch n := rng.IntN(10); {
-		case n < 4:
+		case n < 4, n >= 7 && lastRV[k] == 0:
+			// An update with resourceVersion 0 is unconditional, so a
+			// compare-and-swap needs a resourceVersion read before.
 			in.op = opRead
 		case n < 7:
 			in.op = opWrite
@@ -482,7 +484,7 @@ func waitFor(timeout time.Duration, f func() error) error {
 func faults(t *testing.T, p *project) {
 	t.Helper()
 	time.Sleep(10 * time.Second)
-	scaled := map[string]int{"core": 2, "crd": 1, "gateway": 1, "authn": 1, "authz": 3, "admission": 2}
+	scaled := map[string]int{"etcd": 1, "nats": 1, "core": 2, "crd": 1, "gateway": 1, "authn": 1, "authz": 3, "admission": 2}
 	p.run(t, "up", "-d", "--no-recreate", "--scale", "authz=3", "--scale", "core=2", "--scale", "admission=2")
 	took := p.waitHealthy(t, scaled, 3*time.Minute)
 	t.Logf("FIGURE scaled to authz=3 core=2 admission=2, healthy in %v", took.Round(time.Second))
