@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/anishathalye/porcupine"
+
+	"kplane.dev/libs/storage/storagetest"
 )
 
 // opKind is what one operation of the history does to one ConfigMap.
@@ -53,22 +55,7 @@ const unknownRV = -1
 // resourceVersion of its last write. A write only promises to move past
 // the resourceVersion it replaced: they are etcd's revisions.
 var registerModel = porcupine.NondeterministicModel{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(regInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
+	Partition: storagetest.PartitionBy(func(in any) string { return in.(regInput).key }),
 	Init: func() []any { return []any{regState{value: "init", rv: unknownRV}} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)

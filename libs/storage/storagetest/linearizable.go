@@ -58,15 +58,15 @@ type regState struct {
 	rv     int64
 }
 
-// registerModel is the sequential specification: one register per key
-// holding a value and the resourceVersion of its last write. Revisions are
-// etcd's, so a write's only promise is to move past the one it replaced.
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+// PartitionBy splits a history into one history per key, in the order
+// keys first appear: registers of different keys are independent, and
+// porcupine checks small histories much faster than one large one.
+func PartitionBy(key func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
 		var keys []string
 		for _, op := range history {
-			k := op.Input.(regInput).key
+			k := key(op.Input)
 			if _, ok := byKey[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -77,7 +77,14 @@ var registerModel = porcupine.Model{
 			out = append(out, byKey[k])
 		}
 		return out
-	},
+	}
+}
+
+// registerModel is the sequential specification: one register per key
+// holding a value and the resourceVersion of its last write. Revisions are
+// etcd's, so a write's only promise is to move past the one it replaced.
+var registerModel = porcupine.Model{
+	Partition: PartitionBy(func(in any) string { return in.(regInput).key }),
 	Init: func() any { return regState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
