@@ -116,3 +116,53 @@ func TestHealthcheck(t *testing.T) {
 		t.Fatalf("options that cannot probe: %v", err)
 	}
 }
+
+// validating is options that validate without building: Validate sees the
+// parsed flags.
+type validating struct {
+	options
+	validated bool
+}
+
+func (v *validating) Validate() []error {
+	v.validated = true
+	if v.name == "" {
+		return []error{errors.New("--name is required")}
+	}
+	return nil
+}
+
+// TestCheckFlags: the check-flags subcommand parses with the binary's own
+// flags and validates without building a server, so a command line with a
+// misspelled flag, a missing required one or a stray argument is refused.
+func TestCheckFlags(t *testing.T) {
+	build := func(string) (server, error) {
+		t.Fatal("a flag check built a server")
+		return server{}, nil
+	}
+	cases := []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--name=a"}},
+		{args: []string{"--name", "a"}},
+		{args: []string{"--nmae=a"}, wantErr: "unknown flag: --nmae"},
+		{args: []string{}, wantErr: "invalid options: --name is required"},
+		{args: []string{"--name=a", "b"}, wantErr: `arguments that are not flags: ["b"]`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			v := &validating{}
+			err := command.Run(context.Background(), "test", append([]string{command.CheckFlagsCommand}, tc.args...), io.Discard, v, build)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantErr == "" && !v.validated {
+				t.Fatal("valid flags passed without Validate")
+			}
+		})
+	}
+	if err := command.Run(context.Background(), "test", []string{command.CheckFlagsCommand, "--name=a"}, io.Discard, &options{}, build); err == nil || err.Error() != "test has no check-flags" {
+		t.Fatalf("options that cannot validate: %v", err)
+	}
+}
