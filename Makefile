@@ -8,17 +8,32 @@ PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 60s
 
-.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down images images-test compose-test
+.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down images images-test compose-test tools
 
 all: build
 
 build:
 	$(GO) build $(PKGS)
 
+# Tools the tests run, built from source with go install at pinned
+# versions into _output/tools; the version is in the file name so that a
+# new pin builds anew.
+TOOLS_DIR := $(CURDIR)/_output/tools
+HELM_VERSION := v3.22.0
+HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+
+$(HELM):
+	mkdir -p $(TOOLS_DIR)/bin
+	GOWORK=off GOBIN=$(TOOLS_DIR)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_DIR)/bin/helm $@
+
+tools: $(HELM)
+
 # The README's test command: unit, conformance and integration suites, fuzz
-# seed corpora included (go test runs them as ordinary tests).
-test:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+# seed corpora included (go test runs them as ordinary tests). The chart's
+# tests (test/chart) run the pinned helm.
+test: tools
+	KPLANE_HELM=$(HELM) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 lint: fmt vet imports versions
 
