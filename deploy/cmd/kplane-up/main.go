@@ -76,7 +76,7 @@ func initialize(args []string) error {
 		AdminServer: "https://127.0.0.1:6443",
 		Hostnames:   []string{launcher.HostnamePlaceholder},
 	}
-	var export, adminKubeconfig, owner string
+	var export, adminKubeconfig, owner, secretsNamespace, secretPrefix string
 	fs := pflag.NewFlagSet("kplane-up init", pflag.ContinueOnError)
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory keeping the CA, the keys and the NATS seeds across runs")
 	fs.StringVar(&o.Server, "server", o.Server, "the gateway's URL as the services reach it")
@@ -86,6 +86,8 @@ func initialize(args []string) error {
 	fs.StringVar(&export, "export", "", "write each bundle to <dir>/<bundle>/")
 	fs.StringVar(&owner, "owner", "", "uid:gid to hand exported files to (when run as root)")
 	fs.StringVar(&adminKubeconfig, "admin-kubeconfig", "", "write the admin kubeconfig here, owned by the owner of its folder")
+	fs.StringVar(&secretsNamespace, "secrets-namespace", "", "store each bundle as Secret <secret-prefix>-<bundle> in this namespace of the Kubernetes cluster this runs in as a pod (the chart's certificate Job); Secrets there are kept")
+	fs.StringVar(&secretPrefix, "secret-prefix", "kplane", "prefix of the Secrets' names (--secrets-namespace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -111,6 +113,11 @@ func initialize(args []string) error {
 	}
 	if adminKubeconfig != "" {
 		if err := launcher.WriteAdminKubeconfig(adminKubeconfig, bundles[launcher.AdminBundle]); err != nil {
+			return err
+		}
+	}
+	if secretsNamespace != "" {
+		if err := launcher.StoreInCluster(context.Background(), secretsNamespace, secretPrefix, bundles, os.Stdout); err != nil {
 			return err
 		}
 	}
