@@ -201,6 +201,10 @@ name a component's Service has, kubeconfigs pointing at the gateway. */}}
 {{- range list "" (printf ".%s" $ns) (printf ".%s.svc" $ns) (printf ".%s.svc.%s" $ns .Values.clusterDomain) }}
 - --gateway-hostname={{ include "kplane.componentName" (list $ "gateway-internal") }}{{ . }}
 {{- end }}
+{{- with .Values.certificates.adminServer }}
+{{- /* The admin kubeconfig names the gateway so. */}}
+- --gateway-hostname={{ regexReplaceAll ":[0-9]+$" (urlParse .).host "" | trimPrefix "[" | trimSuffix "]" }}
+{{- end }}
 {{- range .Values.certificates.gatewayHostnames }}
 - --gateway-hostname={{ . }}
 {{- end }}
