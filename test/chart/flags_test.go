@@ -58,22 +58,11 @@ func TestCheckFlagsCatchesDrift(t *testing.T) {
 	}
 }
 
-// bundleFiles are the files of each service's bundle Secret, as kplane-up
-// init exports them.
-var bundleFiles = map[string][]string{
-	"gateway":   {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "proxy-client.crt", "proxy-client.key"},
-	"authn":     {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "kubeconfig", "sa.key", "sa.pub"},
-	"authz":     {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "kubeconfig"},
-	"core":      {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "kubeconfig"},
-	"crd":       {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "kubeconfig"},
-	"admission": {"ca.crt", "tls.crt", "tls.key", "nats.nkey", "kubeconfig"},
-}
-
 // checkBundles: every file a service's flags name is in a Secret its pod
 // mounts: its own bundle (with that file in it), or the Secret the values
 // name for external etcd or NATS; and the bundles' Secrets are the ones
 // the certificate Job may write.
-func checkBundles(t *testing.T, c chartCase, objs objects) {
+func checkBundles(t *testing.T, c chartCase, objs objects, b bundles) {
 	t.Helper()
 	for _, s := range services {
 		ctr := container(t, objs, s)
@@ -89,8 +78,8 @@ func checkBundles(t *testing.T, c chartCase, objs objects) {
 				continue
 			}
 			if secret == c.secretPrefix+"-"+s {
-				if !slices.Contains(bundleFiles[s], key) {
-					t.Errorf("%s %s: the bundle of %s has no %s (it has %v)", s, a, s, key, bundleFiles[s])
+				if _, ok := b[s][key]; !ok {
+					t.Errorf("%s %s: the bundle of %s has no %s (it has %v)", s, a, s, key, slices.Sorted(mapKeys(b[s])))
 				}
 				continue
 			}

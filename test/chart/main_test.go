@@ -33,8 +33,10 @@ var built struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.dir != "" {
-		_ = os.RemoveAll(built.dir)
+	for _, dir := range []string{built.dir, contract.dir} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -72,8 +74,8 @@ func root(t *testing.T) string {
 // chartDir is charts/kplane.
 func chartDir(t *testing.T) string { return filepath.Join(root(t), "charts", "kplane") }
 
-// binaries returns the directory of the services' binaries, building
-// them on first use (the build cache makes later builds quick).
+// binaries returns the directory of the services' binaries and
+// kplane-up, building them on first use (the build cache makes later builds quick).
 func binaries(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
@@ -84,6 +86,7 @@ func binaries(t *testing.T) string {
 		for _, s := range services {
 			args = append(args, "kplane.dev/services/"+s+"/cmd/kplane-"+s)
 		}
+		args = append(args, "kplane.dev/deploy/cmd/kplane-up")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root(t)
 		if out, err := cmd.CombinedOutput(); err != nil {

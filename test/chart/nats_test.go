@@ -3,6 +3,7 @@ package chart
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,15 +11,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"kplane.dev/libs/natsauth"
+	"kplane.dev/deploy/launcher"
 	"kplane.dev/proto/access"
 )
 
 // checkNATSConfig loads the bundled NATS's configuration as its pods see
-// it (the ConfigMap beside the users of Secret <prefix>-nats) with
+// it (the ConfigMap beside the users of Secret <prefix>-nats, from the
+// nats bundle b) with
 // nats-server's own parser: the users are kplane's services, JetStream
 // is on, and members route to each other.
-func checkNATSConfig(t *testing.T, c chartCase, objs objects) {
+func checkNATSConfig(t *testing.T, c chartCase, objs objects, b bundles) {
 	t.Helper()
 	ss := get[*appsv1.StatefulSet](t, objs, "StatefulSet", prefix+"-nats")
 	cm := get[*corev1.ConfigMap](t, objs, "ConfigMap", prefix+"-nats")
@@ -33,10 +35,6 @@ func checkNATSConfig(t *testing.T, c chartCase, objs objects) {
 		}
 	}
 	dir := t.TempDir()
-	users, err := natsauth.Ensure(filepath.Join(t.TempDir(), "users"), access.Services())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fromConfigMap, fromSecret bool
 	for _, s := range sources {
 		switch {
@@ -49,12 +47,9 @@ func checkNATSConfig(t *testing.T, c chartCase, objs objects) {
 			fromConfigMap = true
 		case s.Secret != nil && s.Secret.Name == c.secretPrefix+"-nats":
 			for _, it := range s.Secret.Items {
-				if it.Key != natsauth.ConfigFile {
-					t.Errorf("Secret %s has no key %s: the users are %s", s.Secret.Name, it.Key, natsauth.ConfigFile)
-				}
-				data, err := os.ReadFile(users.Config())
-				if err != nil {
-					t.Fatal(err)
+				data, ok := b[launcher.NATSBundle][it.Key]
+				if !ok {
+					t.Fatalf("Secret %s has no key %s: the nats bundle has %v", s.Secret.Name, it.Key, slices.Sorted(mapKeys(b[launcher.NATSBundle])))
 				}
 				if err := os.WriteFile(filepath.Join(dir, it.Path), data, 0o600); err != nil {
 					t.Fatal(err)

@@ -40,6 +40,8 @@ type chartCase struct {
 	job bool
 	// noNetworkPolicy: networkPolicy.enabled is false.
 	noNetworkPolicy bool
+	// adminServer is certificates.adminServer.
+	adminServer string
 }
 
 // cases are the matrix of values the chart must render correctly.
@@ -123,6 +125,15 @@ gateway:
 `,
 		etcd: 1, nats: 1, secretPrefix: "corp-kplane", noNetworkPolicy: true,
 	},
+	{
+		name: "gateway reached from outside",
+		values: `
+certificates: {adminServer: "https://kplane.example.net", gatewayHostnames: [203.0.113.7]}
+gateway:
+  service: {type: LoadBalancer, port: 443}
+`,
+		etcd: 1, nats: 1, secretPrefix: prefix, job: true, adminServer: "https://kplane.example.net",
+	},
 }
 
 func TestLint(t *testing.T) {
@@ -155,12 +166,13 @@ func TestRender(t *testing.T) {
 			checkProbes(t, objs)
 			checkCommandLines(t, objs)
 			checkAddresses(t, c, objs)
-			checkBundles(t, c, objs)
+			b := issued(t, c, objs)
+			checkBundles(t, c, objs, b)
 			if !c.noNetworkPolicy {
 				checkReach(t, c, objs)
 			}
 			if c.nats > 0 {
-				checkNATSConfig(t, c, objs)
+				checkNATSConfig(t, c, objs, b)
 			}
 		})
 	}
