@@ -24,7 +24,7 @@ const helmEnv = "KPLANE_HELM"
 var services = []string{"gateway", "authn", "authz", "core", "crd", "admission"}
 
 // built holds the services' binaries; package state because building
-// once per test binary is the point, and TestMain removes them.
+// once per test binary is the point.
 var built struct {
 	once sync.Once
 	dir  string
@@ -33,10 +33,8 @@ var built struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{built.dir, contract.dir} {
-		if dir != "" {
-			_ = os.RemoveAll(dir)
-		}
+	if contract.dir != "" {
+		_ = os.RemoveAll(contract.dir)
 	}
 	os.Exit(code)
 }
@@ -75,13 +73,13 @@ func root(t *testing.T) string {
 func chartDir(t *testing.T) string { return filepath.Join(root(t), "charts", "kplane") }
 
 // binaries returns the directory of the services' binaries and
-// kplane-up, building them on first use (the build cache makes later builds quick).
+// kplane-up, building them on first use. They stay in _output of the
+// workspace, where go build finds them up to date next time instead of
+// linking seven large binaries anew.
 func binaries(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "kplane-chart-bin-"); built.err != nil {
-			return
-		}
+		built.dir = filepath.Join(root(t), "_output", "test", "chart-bin")
 		args := []string{"build", "-o", built.dir + string(filepath.Separator)}
 		for _, s := range services {
 			args = append(args, "kplane.dev/services/"+s+"/cmd/kplane-"+s)
