@@ -56,7 +56,7 @@ const unknownRV = -1
 // the resourceVersion it replaced: they are etcd's revisions.
 var registerModel = porcupine.NondeterministicModel{
 	Partition: storagetest.PartitionBy(func(in any) string { return in.(regInput).key }),
-	Init: func() []any { return []any{regState{value: "init", rv: unknownRV}} },
+	Init:      func() []any { return []any{regState{value: "init", rv: unknownRV}} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
 		rvMatches := func(rv int64) bool { return s.rv == unknownRV || s.rv == rv }

@@ -85,7 +85,7 @@ func PartitionBy(key func(input any) string) func([]porcupine.Operation) [][]por
 // etcd's, so a write's only promise is to move past the one it replaced.
 var registerModel = porcupine.Model{
 	Partition: PartitionBy(func(in any) string { return in.(regInput).key }),
-	Init: func() any { return regState{} },
+	Init:      func() any { return regState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
 		written := regState{exists: true, value: in.value, rv: out.rv}
