@@ -7,6 +7,8 @@
 // watches and informers complete. `docker compose down -v` then leaves
 // nothing behind.
 //
-// The tests carry the build tag compose and need a Docker engine and the
-// images of `make images`; `make compose-test` builds both and runs them.
+// The tests of the running system carry the build tag compose and need a
+// Docker engine and the images of `make images`; `make compose-test` builds
+// both and runs them. The test of the linearizability model itself runs in
+// `make test`.
 package compose
