@@ -31,16 +31,26 @@ type ConnOptions struct {
 	// TokenFile holds a token; without any credential flag the token in
 	// EnvToken, if set, is used.
 	TokenFile string
+	// CAFile holds the CAs that sign the NATS server's certificate: with
+	// it, the connection is TLS and the server must prove who it is.
+	CAFile string
+	// CertFile and KeyFile are a client certificate for a NATS server
+	// that verifies its clients.
+	CertFile, KeyFile string
 }
 
-// AddFlags registers --nats-url, --nats-nkey-file, --nats-creds and
-// --nats-token-file; what says what the service uses NATS for, in the URL
-// flag's help.
+// AddFlags registers --nats-url, --nats-nkey-file, --nats-creds,
+// --nats-token-file and the TLS flags --nats-ca-file,
+// --nats-client-cert-file and --nats-client-key-file; what says what the
+// service uses NATS for, in the URL flag's help.
 func (o *ConnOptions) AddFlags(fs *flag.FlagSet, what string) {
 	fs.StringVar(&o.URL, "nats-url", o.URL, "NATS URL "+what)
 	fs.StringVar(&o.NKeyFile, "nats-nkey-file", o.NKeyFile, "file holding this service's NATS NKey seed (mode 0600)")
 	fs.StringVar(&o.Creds, "nats-creds", o.Creds, "NATS user credentials file (JWT and NKey seed)")
 	fs.StringVar(&o.TokenFile, "nats-token-file", o.TokenFile, "file holding a NATS authentication token (else the environment variable "+EnvToken+")")
+	fs.StringVar(&o.CAFile, "nats-ca-file", o.CAFile, "PEM file of the CAs that sign the NATS server's certificate; set, the connection is TLS")
+	fs.StringVar(&o.CertFile, "nats-client-cert-file", o.CertFile, "client certificate (PEM) for a NATS server that verifies clients; needs --nats-client-key-file")
+	fs.StringVar(&o.KeyFile, "nats-client-key-file", o.KeyFile, "private key (PEM) of --nats-client-cert-file")
 }
 
 // Validate checks the flags; required says the service cannot run
@@ -60,6 +70,15 @@ func (o *ConnOptions) Validate(required bool) []error {
 	if len(set) > 1 {
 		errs = append(errs, fmt.Errorf("NATS credentials come from one of --nats-nkey-file, --nats-creds, --nats-token-file and %s; got %s", EnvToken, strings.Join(set, ", ")))
 	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		errs = append(errs, errors.New("--nats-client-cert-file and --nats-client-key-file go together"))
+	}
+	for flag, v := range map[string]string{"--nats-ca-file": o.CAFile, "--nats-client-cert-file": o.CertFile} {
+		if v != "" {
+			set = append(set, flag)
+		}
+	}
+	slices.Sort(set)
 	if len(set) > 0 && o.URL == "" {
 		errs = append(errs, fmt.Errorf("%s need --nats-url", strings.Join(set, ", ")))
 	}
@@ -84,7 +103,14 @@ func (o *ConnOptions) Connect(name string, extra ...nats.Option) (*nats.Conn, er
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS as %s: %w", name, err)
 	}
-	opts = append(append(opts, auth...), extra...)
+	opts = append(opts, auth...)
+	if o.CAFile != "" {
+		opts = append(opts, nats.RootCAs(o.CAFile))
+	}
+	if o.CertFile != "" {
+		opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
+	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s as %s: %w", o.URL, name, err)

@@ -2,6 +2,7 @@ package natsrpc_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/natstest"
+	"kplane.dev/libs/pki"
 	"kplane.dev/proto/access"
 	"kplane.dev/proto/authn"
 )
@@ -124,5 +126,76 @@ func TestConnValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConnectTLS connects to a NATS server that serves TLS and verifies
+// client certificates: with the CA and a client certificate the service
+// gets in; without the CA it does not trust the server, and without a
+// certificate the server does not admit it.
+func TestConnectTLS(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA("nats-ca", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.Serving("nats", nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Client("kplane-core", nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caFile := write("ca.crt", ca.CertPEM())
+	certFile := write("client.crt", client.CertPEM())
+	key, err := client.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := write("client.key", key)
+	srv := natstest.Start(t, func(o *server.Options) {
+		o.TLSConfig = &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{serving.TLSCertificate()},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    ca.Pool(),
+		}
+		o.TLS, o.TLSVerify = true, true
+	})
+	core, _ := access.Lookup(access.Core)
+	connect := func(o natsrpc.ConnOptions) error {
+		if errs := o.Validate(true); len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		nc, err := o.Connect(core.ClientName(), nats.RetryOnFailedConnect(false), nats.Timeout(5*time.Second))
+		if err != nil {
+			return err
+		}
+		nc.Close()
+		return nil
+	}
+	if err := connect(natsrpc.ConnOptions{URL: srv.URL, CAFile: caFile, CertFile: certFile, KeyFile: keyFile}); err != nil {
+		t.Fatalf("with the CA and a client certificate: %v", err)
+	}
+	if err := connect(natsrpc.ConnOptions{URL: srv.URL, CertFile: certFile, KeyFile: keyFile}); err == nil {
+		t.Error("connected without trusting the server's CA")
+	}
+	if err := connect(natsrpc.ConnOptions{URL: srv.URL, CAFile: caFile}); err == nil {
+		t.Error("connected without a client certificate to a server that requires one")
+	}
+	if errs := (&natsrpc.ConnOptions{URL: srv.URL, CertFile: certFile}).Validate(true); len(errs) != 1 {
+		t.Errorf("a client certificate without its key: Validate = %v, want one error", errs)
+	}
+	if errs := (&natsrpc.ConnOptions{CAFile: caFile}).Validate(false); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--nats-ca-file need --nats-url") {
+		t.Errorf("a CA without a URL: Validate = %v", errs)
 	}
 }

@@ -83,7 +83,7 @@ func checkBundles(t *testing.T, c chartCase, objs objects, b bundles) {
 				}
 				continue
 			}
-			if !slices.Contains([]string{"etcd-client", "kplane-nats-creds", "kplane-nats-token"}, secret) {
+			if !slices.Contains([]string{"etcd-client", "nats-client", "kplane-nats-creds", "kplane-nats-token"}, secret) {
 				t.Errorf("%s %s: file of Secret %s, which is neither its bundle nor one the values name", s, a, secret)
 			}
 		}

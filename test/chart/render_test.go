@@ -42,6 +42,9 @@ type chartCase struct {
 	noNetworkPolicy bool
 	// adminServer is certificates.adminServer.
 	adminServer string
+	// natsTLS: the services speak TLS to an external NATS and present a
+	// client certificate.
+	natsTLS bool
 }
 
 // cases are the matrix of values the chart must render correctly.
@@ -62,8 +65,11 @@ nats:
     url: nats://nats.example.net:4222
     credentials: creds
     existingSecret: kplane-nats-creds
+    tls:
+      existingSecret: nats-client
+      clientCertificate: true
 `,
-		secretPrefix: prefix, job: true,
+		secretPrefix: prefix, job: true, natsTLS: true,
 	},
 	{
 		name: "external etcd without client certificate and NATS with a token",
@@ -554,6 +560,11 @@ func checkAddresses(t *testing.T, c chartCase, objs objects) {
 		_, port, err := net.SplitHostPort(listen)
 		if err != nil || len(ctr.Ports) != 1 || strconv.Itoa(int(ctr.Ports[0].ContainerPort)) != port {
 			t.Errorf("%s: listens on %q, container ports %+v", s, listen, ctr.Ports)
+		}
+		for _, f := range []string{"nats-ca-file", "nats-client-cert-file", "nats-client-key-file"} {
+			if _, ok := flag(ctr.Args, f); ok != c.natsTLS {
+				t.Errorf("%s: --%s given: %v, want %v", s, f, ok, c.natsTLS)
+			}
 		}
 		natsURL, _ := flag(ctr.Args, "nats-url")
 		if c.nats > 0 {

@@ -33,6 +33,7 @@ service's Deployment. */}}
 {{- $ext := $root.Values.nats.external -}}
 {{- $natsSecret := and (eq $root.Values.nats.mode "external") (ne $ext.credentials "nkey") -}}
 {{- $etcdTLS := and (has $c (list "core" "crd")) (eq $root.Values.etcd.mode "external") $root.Values.etcd.external.tls.existingSecret -}}
+{{- $natsTLS := and (eq $root.Values.nats.mode "external") $ext.tls.existingSecret -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -98,6 +99,13 @@ spec:
             {{- .args | nindent 12 }}
             - --nats-url={{ include "kplane.natsURL" $root }}
             - {{ include "kplane.natsCredentialArg" (list $root $c) }}
+            {{- if $natsTLS }}
+            - --nats-ca-file=/etc/kplane-nats-tls/ca.crt
+            {{- if $ext.tls.clientCertificate }}
+            - --nats-client-cert-file=/etc/kplane-nats-tls/tls.crt
+            - --nats-client-key-file=/etc/kplane-nats-tls/tls.key
+            {{- end }}
+            {{- end }}
             - --log-format={{ $root.Values.logFormat }}
             - --shutdown-delay-duration={{ $v.shutdownDelay }}
             {{- with $v.extraArgs }}
@@ -170,6 +178,11 @@ spec:
               mountPath: /etc/kplane-etcd
               readOnly: true
             {{- end }}
+            {{- if $natsTLS }}
+            - name: nats-tls
+              mountPath: /etc/kplane-nats-tls
+              readOnly: true
+            {{- end }}
       volumes:
         # Files are root's, readable by the group the pod runs as (fsGroup).
         - name: bundle
@@ -195,6 +208,12 @@ spec:
         - name: etcd-tls
           secret:
             secretName: {{ $root.Values.etcd.external.tls.existingSecret }}
+            defaultMode: 0440
+        {{- end }}
+        {{- if $natsTLS }}
+        - name: nats-tls
+          secret:
+            secretName: {{ $ext.tls.existingSecret }}
             defaultMode: 0440
         {{- end }}
 {{- end -}}
