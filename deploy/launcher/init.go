@@ -151,9 +151,9 @@ func Init(services []Service, o InitOptions) (map[string]Bundle, error) {
 	return bundles, nil
 }
 
-// Public reports whether the file called name of a bundle may be read by
+// public reports whether the file called name of a bundle may be read by
 // anyone: certificates and public keys may, keys and credentials not.
-func Public(name string) bool {
+func public(name string) bool {
 	return slices.Contains([]string{BundleCA, BundleCert, BundleProxyCert, BundleVerifyKey}, name)
 }
 
@@ -172,7 +172,7 @@ func Export(dir string, bundles map[string]Bundle, owner *[2]int) error {
 		}
 		for file, data := range b {
 			mode := os.FileMode(0o600)
-			if Public(file) {
+			if public(file) {
 				mode = 0o644
 			}
 			if err := writeFileAtomic(filepath.Join(d, file), data, mode, owner); err != nil {

@@ -117,19 +117,6 @@ func (t *Transport) URL() *url.URL {
 	return &u
 }
 
-// Endpoints are the addresses t sends to now, host:port.
-func (t *Transport) Endpoints(ctx context.Context) ([]string, error) {
-	eps, err := t.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	hosts := make([]string, len(eps))
-	for i, e := range eps {
-		hosts[i] = e.host
-	}
-	return hosts, nil
-}
-
 // current returns the endpoints, resolving them first when there are
 // none yet and in the background when they are due.
 func (t *Transport) current(ctx context.Context) ([]endpoint, error) {
