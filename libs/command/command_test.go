@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -77,9 +78,37 @@ func TestLogFormat(t *testing.T) {
 		t.Fatalf("parsed %q, %v; want json", format, err)
 	}
 	var out bytes.Buffer
-	command.NewLogger(format, &out).Info("hello")
+	command.NewLogger(format, slog.LevelInfo, &out).Info("hello")
 	if !strings.HasPrefix(out.String(), "{") {
 		t.Errorf("json logger wrote %q", out.String())
+	}
+}
+
+// TestLogLevel: --log-level takes the four names in any case and nothing
+// else, and the logger drops what is below it.
+func TestLogLevel(t *testing.T) {
+	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "INFO": slog.LevelInfo, "warn": slog.LevelWarn, "warning": slog.LevelWarn, "Error": slog.LevelError} {
+		if got, err := command.ParseLogLevel(in); err != nil || got != want {
+			t.Errorf("%s: got %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "info+2", "trace", "4"} {
+		if _, err := command.ParseLogLevel(in); err == nil || !strings.Contains(err.Error(), "want debug, info, warn or error") {
+			t.Errorf("%q: %v, want an error naming the levels", in, err)
+		}
+	}
+	level := command.DefaultLogLevel
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	command.AddLogLevelFlag(fs, &level)
+	if err := fs.Parse([]string{"--log-level=warn"}); err != nil || level != "warn" {
+		t.Fatalf("parsed %q, %v; want warn", level, err)
+	}
+	var out bytes.Buffer
+	log := command.NewLogger("text", slog.LevelWarn, &out)
+	log.Info("dropped")
+	log.Warn("kept")
+	if s := out.String(); strings.Contains(s, "dropped") || !strings.Contains(s, "kept") {
+		t.Errorf("a warn logger wrote %q", s)
 	}
 }
 

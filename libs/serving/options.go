@@ -57,6 +57,7 @@ type Options struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	LogFormat       string
+	LogLevel        string
 
 	service Service
 }
@@ -67,6 +68,7 @@ func NewOptions(s Service) Options {
 		ListenAddress:   s.Address,
 		ShutdownTimeout: DefaultShutdownTimeout,
 		LogFormat:       command.DefaultLogFormat,
+		LogLevel:        command.DefaultLogLevel,
 		service:         s,
 	}
 }
@@ -82,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
 	command.AddLogFormatFlag(fs, &o.LogFormat)
+	command.AddLogLevelFlag(fs, &o.LogLevel)
 }
 
 // Validate reports every problem with o.
@@ -105,6 +108,9 @@ func (o *Options) Validate() []error {
 	}
 	if err := command.ValidateLogFormat(o.LogFormat); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := command.ParseLogLevel(o.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	return errs
 }
@@ -133,13 +139,16 @@ func (o *Options) Validated(errs []error, logOut io.Writer) (*Config, error) {
 // Config loads the files that o, which Validate found valid, names, and
 // returns a configuration that logs to logOut.
 func (o *Options) Config(logOut io.Writer) (*Config, error) {
+	level, err := command.ParseLogLevel(o.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
 	c := &Config{
 		ListenAddress:   o.ListenAddress,
 		ShutdownDelay:   o.ShutdownDelay,
 		ShutdownTimeout: o.ShutdownTimeout,
-		Log:             command.NewLogger(o.LogFormat, logOut),
+		Log:             command.NewLogger(o.LogFormat, level, logOut),
 	}
-	var err error
 	if c.Certificate, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
 		return nil, fmt.Errorf("load serving certificate: %w", err)
 	}

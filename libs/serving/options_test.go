@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 		{name: "port 0", service: required, modify: func(o *serving.Options) { o.ListenAddress = "127.0.0.1:0" }},
 		{name: "everything wrong at once", service: required, modify: func(o *serving.Options) {
 			o.ListenAddress, o.TLSCertFile, o.ClientCAFile = "nowhere", "", ""
-			o.ShutdownDelay, o.ShutdownTimeout, o.LogFormat = -time.Second, 0, "xml"
+			o.ShutdownDelay, o.ShutdownTimeout, o.LogFormat, o.LogLevel = -time.Second, 0, "xml", "verbose"
 		}, want: []string{
 			"--listen-address: address nowhere: missing port in address",
 			"--tls-cert-file and --tls-private-key-file are required",
@@ -38,6 +38,7 @@ func TestValidate(t *testing.T) {
 			"--shutdown-delay-duration: must not be negative, got -1s",
 			"--shutdown-timeout: must be positive, got 0s",
 			`--log-format: want json or text, got "xml"`,
+			`--log-level: want debug, info, warn or error, got "verbose"`,
 		}},
 		{name: "key without certificate", service: optional, modify: func(o *serving.Options) { o.TLSPrivateKeyFile = "" },
 			want: []string{"--tls-cert-file and --tls-private-key-file are required"}},
@@ -83,7 +84,7 @@ func TestFlags(t *testing.T) {
 			if got := fs.Lookup("shutdown-delay-duration") != nil; got != tt.wantDelay {
 				t.Errorf("--shutdown-delay-duration registered: %v, want %v", got, tt.wantDelay)
 			}
-			args := []string{"--listen-address=:1", "--tls-cert-file=c", "--tls-private-key-file=k", "--client-ca-file=ca", "--shutdown-timeout=5s", "--log-format=json"}
+			args := []string{"--listen-address=:1", "--tls-cert-file=c", "--tls-private-key-file=k", "--client-ca-file=ca", "--shutdown-timeout=5s", "--log-format=json", "--log-level=debug"}
 			if tt.wantDelay {
 				args = append(args, "--shutdown-delay-duration=2s")
 			}
@@ -92,7 +93,7 @@ func TestFlags(t *testing.T) {
 			}
 			want := serving.NewOptions(tt.service)
 			want.ListenAddress, want.TLSCertFile, want.TLSPrivateKeyFile, want.ClientCAFile = ":1", "c", "k", "ca"
-			want.ShutdownTimeout, want.LogFormat = 5*time.Second, "json"
+			want.ShutdownTimeout, want.LogFormat, want.LogLevel = 5*time.Second, "json", "debug"
 			if tt.wantDelay {
 				want.ShutdownDelay = 2 * time.Second
 			}
@@ -105,7 +106,7 @@ func TestFlags(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := serving.NewOptions(required)
-	if o.ListenAddress != "127.0.0.1:6444" || o.ShutdownTimeout != serving.DefaultShutdownTimeout || o.ShutdownDelay != 0 || o.LogFormat != "text" {
+	if o.ListenAddress != "127.0.0.1:6444" || o.ShutdownTimeout != serving.DefaultShutdownTimeout || o.ShutdownDelay != 0 || o.LogFormat != "text" || o.LogLevel != "info" {
 		t.Errorf("defaults %+v", o)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	restclient "k8s.io/client-go/rest"
 
 	"kplane.dev/libs/apiserver/admissionreview"
@@ -77,7 +76,7 @@ func New(cfg *Config, name string, user frontproxy.User) (*Service, error) {
 	s := &Service{cfg: cfg, name: name, log: cfg.Log}
 	s.watchCtx, s.stopWatches = context.WithCancel(context.Background())
 	etcdCfg := cfg.Etcd
-	etcdCfg.Logger = zap.NewNop()
+	etcdCfg.Logger = etcdLogger(s.log)
 	etcd, err := clientv3.New(etcdCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd: %w", err)

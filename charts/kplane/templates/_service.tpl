@@ -107,6 +107,7 @@ spec:
             {{- end }}
             {{- end }}
             - --log-format={{ $root.Values.logFormat }}
+            - --log-level={{ $root.Values.logLevel }}
             - --shutdown-delay-duration={{ $v.shutdownDelay }}
             {{- with $v.extraArgs }}
             {{- toYaml . | nindent 12 }}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"kplane.dev/libs/command"
 )
 
 // kube-apiserver's defaults.
@@ -50,6 +52,9 @@ type Config struct {
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight.
 	ShutdownTimeout time.Duration
+	// AccessLogLevel is the level of the line logged per request (debug,
+	// info, warn or error): below --log-level, the access log is off.
+	AccessLogLevel string
 }
 
 // DefaultConfig is kube-apiserver's configuration.
@@ -61,6 +66,7 @@ func DefaultConfig() Config {
 		MaxRequestBodyBytes:           DefaultMaxRequestBodyBytes,
 		MaxLongRunningRequestsPerUser: DefaultMaxLongRunningRequestsPerUser,
 		ShutdownTimeout:               DefaultShutdownTimeout,
+		AccessLogLevel:                command.DefaultLogLevel,
 	}
 }
 
@@ -78,6 +84,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"the maximum number of watches and other long-running requests one user may have open at once, beyond which kube's 429 answers; system:masters is not limited; 0 means no limit")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay-duration", c.ShutdownDelay,
 		"how long to keep serving, with /readyz failing, after a shutdown signal")
+	fs.StringVar(&c.AccessLogLevel, "access-log-level", c.AccessLogLevel,
+		"level of the line logged for every request (debug, info, warn or error); a level below --log-level turns the access log off")
 }
 
 // Validate reports every invalid field.
@@ -103,6 +111,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout must be positive, got %s", c.ShutdownTimeout))
+	}
+	if _, err := command.ParseLogLevel(c.AccessLogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--access-log-level: %w", err))
 	}
 	return errs
 }

@@ -51,7 +51,7 @@ func TestConfig(t *testing.T) {
 		{name: "defaults", modify: func(*filters.Config) {}},
 		{name: "everything wrong", modify: func(c *filters.Config) {
 			*c = filters.Config{MaxRequestsInFlight: -1, MaxMutatingRequestsInFlight: -1, MaxRequestBodyBytes: -1, MaxLongRunningRequestsPerUser: -1, ShutdownDelay: -1}
-		}, want: []string{"--max-requests-inflight", "--max-mutating-requests-inflight", "--request-timeout", "--max-resource-write-bytes", "--max-long-running-requests-per-user", "--shutdown-delay-duration", "shutdown timeout"}},
+		}, want: []string{"--max-requests-inflight", "--max-mutating-requests-inflight", "--request-timeout", "--max-resource-write-bytes", "--max-long-running-requests-per-user", "--shutdown-delay-duration", "shutdown timeout", "--access-log-level"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

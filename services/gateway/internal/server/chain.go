@@ -24,8 +24,10 @@ type filter struct {
 }
 
 // filters are the steps of s's handler chain, outermost first: a
-// request meets them in this order. Panic recovery comes first so that
-// nothing escapes it; request info next, as every later step reads it;
+// request meets them in this order. The access log comes first, so that
+// its line has the code of every answer, a recovered panic's 500
+// included; panic recovery next so that nothing past it escapes; request
+// info next, as every later step reads it;
 // metrics outside the limits so that their 429, 413 and 504 answers are
 // counted; the timeout before anything that waits on the client or on
 // authn and authz, as kube's request deadline is, and it also sets the
@@ -39,6 +41,7 @@ type filter struct {
 // body to the proxy.
 func (s *Server) filters() []filter {
 	return []filter{
+		{"accesslog", s.limits.AccessLog()},
 		{"panicrecovery", s.recoverPanic},
 		{"requestinfo", withRequestInfo},
 		{"metrics", s.limits.Metrics()},

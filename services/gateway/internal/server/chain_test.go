@@ -9,8 +9,9 @@ import (
 	"kplane.dev/services/gateway/internal/filters"
 )
 
-// TestFilterOrder pins the order requests meet the filters in: panic
-// recovery outermost; request info before everything that reads it;
+// TestFilterOrder pins the order requests meet the filters in: the
+// access log outermost, to log a recovered panic's 500; panic recovery
+// next; request info before everything that reads it;
 // metrics outside the limits, so their answers are counted; the timeout
 // (and the body's read deadline) around everything that may wait;
 // authentication, impersonation and authorization before any limit is
@@ -26,7 +27,7 @@ func TestFilterOrder(t *testing.T) {
 	for _, f := range (&Server{limits: limits}).filters() {
 		got = append(got, f.name)
 	}
-	want := []string{"panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "timeout",
+	want := []string{"accesslog", "panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "timeout",
 		"authentication", "impersonation", "authorization", "maxinflight", "longrunningperuser", "bodylimit"}
 	if !slices.Equal(got, want) {
 		t.Errorf("filters %v, want %v", got, want)
