@@ -330,6 +330,20 @@ func (s *System) PID(t testing.TB, name string) int {
 	return pid
 }
 
+// Log is what the process called name (a service, etcd or nats) has
+// logged so far.
+func (s *System) Log(t testing.TB, name string) string {
+	t.Helper()
+	if s.url != "" {
+		t.Skip("needs the logs of a system the test started")
+	}
+	b, err := os.ReadFile(launcher.LogFile(s.DataDir, name))
+	if err != nil {
+		t.Fatalf("log of %s: %v", name, err)
+	}
+	return string(b)
+}
+
 func (s *System) pid(name string) (int, error) {
 	b, err := os.ReadFile(launcher.PIDFile(s.DataDir, name))
 	if err != nil {
