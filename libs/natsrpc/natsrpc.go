@@ -65,6 +65,8 @@ type Server struct {
 	log        *slog.Logger
 	slots      chan struct{}
 	maxHandler time.Duration
+	// observer is nil when replies report nothing.
+	observer *Observer
 
 	// mu guards subs and draining.
 	mu       sync.Mutex
@@ -112,7 +114,7 @@ func (s *Server) Handle(subject, queue string, h Handler) error {
 	if s.draining {
 		return fmt.Errorf("answer %s: %w", subject, errDraining)
 	}
-	sub, err := s.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) { s.receive(m, h) })
+	sub, err := s.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) { s.receive(m, queue, h) })
 	if err != nil {
 		return fmt.Errorf("subscribe to %s in queue %s: %w", subject, queue, err)
 	}
@@ -168,7 +170,7 @@ func (s *Server) Drain(ctx context.Context) error {
 // receive takes a request, or drops it when it came after its ack-by
 // time (its requester has sent it again), or refuses it when the replica
 // is full. It runs on the subscription's delivery goroutine.
-func (s *Server) receive(m *nats.Msg, h Handler) {
+func (s *Server) receive(m *nats.Msg, queue string, h Handler) {
 	if m.Reply == "" {
 		return
 	}
@@ -194,18 +196,19 @@ func (s *Server) receive(m *nats.Msg, h Handler) {
 	go func() {
 		defer s.working.Done()
 		defer func() { <-s.slots }()
-		s.serve(m, h, received)
+		s.serve(m, queue, h, received)
 	}()
 }
 
 // serve runs h until the requester's deadline, telling the requester it
 // is alive while it works.
-func (s *Server) serve(m *nats.Msg, h Handler, received time.Time) {
+func (s *Server) serve(m *nats.Msg, queue string, h Handler, received time.Time) {
 	deadline := received.Add(s.maxHandler)
 	if d, ok := unixNanos(m.Header.Get(rpc.HeaderDeadline)); ok && d.Before(deadline) {
 		deadline = d
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, span := s.observer.startServe(context.Background(), m, queue)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	stop := make(chan struct{})
 	var beating sync.WaitGroup
@@ -225,6 +228,9 @@ func (s *Server) serve(m *nats.Msg, h Handler, received time.Time) {
 	close(stop)
 	beating.Wait()
 	s.reply(m, out, err)
+	if s.observer != nil {
+		endWithError(span, err)
+	}
 }
 
 // control sends the requester a message that is not the reply.
@@ -270,7 +276,11 @@ func toStatus(err error) *metav1.Status {
 // RequestOption changes one request.
 type RequestOption func(*requestOptions)
 
-type requestOptions struct{ idempotent bool }
+type requestOptions struct {
+	idempotent bool
+	// observer is nil when the request reports nothing.
+	observer *Observer
+}
 
 // Idempotent marks a request that may be sent again after the replica
 // that took it died, because acting on it twice is harmless: read-only
@@ -292,6 +302,8 @@ const (
 	lost
 	// expired: the requester's deadline passed.
 	expired
+	// notSent: the request could not be sent (the connection is closed).
+	notSent
 )
 
 // Request sends payload on subject and returns the reply's payload, or
@@ -314,31 +326,46 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, payload []byte,
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
+	start := time.Now()
+	ctx, span := o.observer.startRequest(ctx, subject, len(payload))
+	out, result, attempts, err := request(ctx, nc, subject, payload, o)
+	o.observer.endRequest(span, subject, result, attempts, start, err)
+	return out, err
+}
+
+// request sends the request until it is answered or may not be sent
+// again, and says how it ended (an Outcome) after how many attempts.
+func request(ctx context.Context, nc *nats.Conn, subject string, payload []byte, o requestOptions) ([]byte, string, int, error) {
 	// sawNoResponders remembers whether the last attempt that ended on its
 	// own found no replica: a caller with a short deadline and no replica
 	// at all must see 503, not a timeout.
 	sawNoResponders := false
-	for {
-		out, result, err := attempt(ctx, nc, subject, payload)
+	for attempts := 1; ; attempts++ {
+		out, result, err := attempt(ctx, nc, subject, payload, o.observer)
 		switch result {
 		case answered:
-			return out, err
+			if err != nil {
+				return nil, OutcomeError, attempts, err
+			}
+			return out, OutcomeSuccess, attempts, nil
+		case notSent:
+			return nil, OutcomeUnavailable, attempts, err
 		case noResponders:
 			sawNoResponders = true
 		case notTaken:
 			sawNoResponders = false
 		case lost:
 			if !o.idempotent {
-				return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("the %s replica working on the request stopped answering; the request may have been processed and was not sent again", subject))
+				return nil, OutcomeUnavailable, attempts, apierrors.NewServiceUnavailable(fmt.Sprintf("the %s replica working on the request stopped answering; the request may have been processed and was not sent again", subject))
 			}
 			sawNoResponders = false
 		}
 		select {
 		case <-ctx.Done():
 			if sawNoResponders {
-				return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no %s replica is available", subject))
+				return nil, OutcomeUnavailable, attempts, apierrors.NewServiceUnavailable(fmt.Sprintf("no %s replica is available", subject))
 			}
-			return nil, apierrors.NewTimeoutError(fmt.Sprintf("no reply on %s in time", subject), 1)
+			return nil, OutcomeTimeout, attempts, apierrors.NewTimeoutError(fmt.Sprintf("no reply on %s in time", subject), 1)
 		case <-time.After(retryBackoff):
 		}
 	}
@@ -346,14 +373,14 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, payload []byte,
 
 // attempt sends the request once and follows it until it is answered, or
 // nobody takes it, or the replica that took it goes silent.
-func attempt(ctx context.Context, nc *nats.Conn, subject string, payload []byte) ([]byte, outcome, error) {
+func attempt(ctx context.Context, nc *nats.Conn, subject string, payload []byte, obs *Observer) ([]byte, outcome, error) {
 	// The connection's own inbox: under kplane's NATS permissions no other
 	// service may read it. A small channel: SubscribeSync's default holds
 	// 64K messages, an allocation that would cost more than the request.
 	replies := make(chan *nats.Msg, replyBuffer)
 	sub, err := nc.ChanSubscribe(nc.NewInbox(), replies)
 	if err != nil {
-		return nil, answered, apierrors.NewServiceUnavailable(fmt.Sprintf("request on %s: %v", subject, err))
+		return nil, notSent, apierrors.NewServiceUnavailable(fmt.Sprintf("request on %s: %v", subject, err))
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	deadline, _ := ctx.Deadline()
@@ -363,8 +390,9 @@ func attempt(ctx context.Context, nc *nats.Conn, subject string, payload []byte)
 	msg.Data = payload
 	msg.Header.Set(rpc.HeaderDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
 	msg.Header.Set(rpc.HeaderAckBy, strconv.FormatInt(ackBy.UnixNano(), 10))
+	obs.inject(ctx, msg.Header)
 	if err := nc.PublishMsg(msg); err != nil {
-		return nil, answered, apierrors.NewServiceUnavailable(fmt.Sprintf("request on %s: %v", subject, err))
+		return nil, notSent, apierrors.NewServiceUnavailable(fmt.Sprintf("request on %s: %v", subject, err))
 	}
 	wait := time.Until(ackBy.Add(ackMargin))
 	acked := false

@@ -13,12 +13,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"kplane.dev/libs/command"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/tracing"
 )
 
 // DefaultShutdownTimeout is how long requests in flight may take to
@@ -27,6 +29,9 @@ const DefaultShutdownTimeout = 60 * time.Second
 
 // Service is what differs between the services' serving flags.
 type Service struct {
+	// Name is the service's name in traces (service.name), such as
+	// kplane-gateway.
+	Name string
 	// Address is the default --listen-address.
 	Address string
 	// ClientCAHelp is the help of --client-ca-file: whose certificates it
@@ -58,6 +63,7 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	Tracing         tracing.Options
 
 	service Service
 }
@@ -69,6 +75,7 @@ func NewOptions(s Service) Options {
 		ShutdownTimeout: DefaultShutdownTimeout,
 		LogFormat:       command.DefaultLogFormat,
 		LogLevel:        command.DefaultLogLevel,
+		Tracing:         tracing.NewOptions(),
 		service:         s,
 	}
 }
@@ -85,6 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
 	command.AddLogFormatFlag(fs, &o.LogFormat)
 	command.AddLogLevelFlag(fs, &o.LogLevel)
+	o.Tracing.AddFlags(fs)
 }
 
 // Validate reports every problem with o.
@@ -112,6 +120,7 @@ func (o *Options) Validate() []error {
 	if _, err := command.ParseLogLevel(o.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
+	errs = append(errs, o.Tracing.Validate()...)
 	return errs
 }
 
@@ -125,6 +134,9 @@ type Config struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
+	// Tracing is nil when tracing is off; the service shuts it down when
+	// it stops.
+	Tracing *tracing.Provider
 }
 
 // Validated is a service's Config step: errs are the service's whole
@@ -157,7 +169,23 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("load --client-ca-file: %w", err)
 		}
 	}
+	tc, err := o.Tracing.Config(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if c.Tracing, err = tracing.New(context.Background(), tc, tracing.Resource{Name: o.service.Name, Version: buildVersion()}); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// buildVersion is the version of the main module, "(devel)" for a build
+// of a work tree.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		return info.Main.Version
+	}
+	return ""
 }
 
 // Probe asks the replica o configures whether it is ready: GET /readyz on

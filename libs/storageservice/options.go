@@ -59,11 +59,12 @@ type Options struct {
 	CompactionInterval time.Duration
 }
 
-// NewOptions returns the defaults of a storage service listening on
-// address.
-func NewOptions(address string) Options {
+// NewOptions returns the defaults of the storage service called name
+// ("core", "crd") listening on address.
+func NewOptions(name, address string) Options {
 	return Options{
 		Options: serving.NewOptions(serving.Service{
+			Name:             "kplane-" + name,
 			Address:          address,
 			ClientCAHelp:     ClientCAHelp,
 			ClientCARequired: ClientCARequired,

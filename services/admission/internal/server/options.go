@@ -18,6 +18,7 @@ import (
 // service is how admission serves over HTTPS: health and metrics to
 // anyone; the reviews travel over NATS.
 var service = serving.Service{
+	Name:         "kplane-admission",
 	Address:      "127.0.0.1:6480",
 	ClientCAHelp: "PEM CA bundle of the cluster (unused by the health and metrics endpoints)",
 }

@@ -35,6 +35,7 @@ const maxTokenSeconds = 1 << 32
 // service is how authn serves: the TokenReview webhook to callers with a
 // client certificate of --client-ca-file, health and metrics to anyone.
 var service = serving.Service{
+	Name:             "kplane-authn",
 	Address:          "127.0.0.1:6450",
 	ClientCAHelp:     "PEM CA bundle; TokenReview webhook callers must present a client certificate it verifies",
 	ClientCARequired: "webhook callers are known by their client certificate",

@@ -40,6 +40,7 @@ const (
 // service is how authz serves: the webhook to callers with a client
 // certificate of --client-ca-file, health and metrics to anyone.
 var service = serving.Service{
+	Name:             "kplane-authz",
 	Address:          "127.0.0.1:6460",
 	ClientCAHelp:     "PEM CA bundle that verifies the client certificates of webhook callers",
 	ClientCARequired: "without it no webhook caller can be trusted",

@@ -20,7 +20,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Options: storageservice.NewOptions("127.0.0.1:6444")}
+	return &Options{Options: storageservice.NewOptions("core", "127.0.0.1:6444")}
 }
 
 // AddFlags binds o to fs.

@@ -21,7 +21,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Options: storageservice.NewOptions("127.0.0.1:6470")}
+	return &Options{Options: storageservice.NewOptions("crd", "127.0.0.1:6470")}
 }
 
 // AddFlags binds o to fs.

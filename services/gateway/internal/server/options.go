@@ -33,6 +33,7 @@ import (
 // certificates of --client-ca-file, if given, as one way to authenticate;
 // its filters shut it down, with their own --shutdown-delay-duration.
 var service = serving.Service{
+	Name:             "kplane-gateway",
 	Address:          "127.0.0.1:6443",
 	ClientCAHelp:     "PEM CA bundle that verifies client certificates (CN is the user, O the groups)",
 	OwnShutdownDelay: true,
