@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"kplane.dev/libs/tracing"
 )
 
 // Environment variables that point the installation at an external etcd
@@ -61,6 +63,10 @@ type Options struct {
 	Services []Service
 	// Only, when set, names the services to run, a subset of Services.
 	Only []string
+
+	// Tracing is handed to every service: one flag sends the whole
+	// system's traces to a collector.
+	Tracing tracing.Options
 }
 
 // NewOptions returns the defaults for services, with external etcd and
@@ -77,6 +83,7 @@ func NewOptions(services []Service, lookup func(string) (string, bool)) *Options
 		ReadyTimeout: 2 * time.Minute,
 		Restart:      RestartPolicy{Backoff: 500 * time.Millisecond, MaxBackoff: 8 * time.Second, Healthy: 10 * time.Second, MaxFailures: 5},
 		Services:     services,
+		Tracing:      tracing.NewOptions(),
 	}
 	for _, s := range services {
 		o.Ports[s.Name] = s.Port
@@ -118,6 +125,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Only, "services", o.Only, "names of the services to run (default: all); the admin kubeconfig is written only when "+PublicService+" runs")
 	fs.DurationVar(&o.StopGrace, "stop-grace", o.StopGrace, "how long a service may take to exit after SIGTERM before it is killed")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each service may take to become ready")
+	// The services' own flags, handed to each; the OTEL_* variables reach
+	// them as the rest of the environment does.
+	o.Tracing.AddFlags(fs)
 }
 
 // argsEntry is the flag of one entry of a map of argument lists.
@@ -214,6 +224,7 @@ func (o *Options) Validate() []error {
 	if o.ReadyTimeout <= 0 {
 		add("--ready-timeout: must be positive, got %v", o.ReadyTimeout)
 	}
+	errs = append(errs, o.Tracing.Validate()...)
 	return errs
 }
 
@@ -277,9 +288,9 @@ func (o *Options) Config(log *slog.Logger, out io.Writer) (*Config, error) {
 	for k, v := range o.Replicas {
 		replicas[k] = v
 	}
-	extra := make(map[string][]string, len(o.ExtraArgs))
-	for k, v := range o.ExtraArgs {
-		extra[k] = slices.Clone(v)
+	extra := make(map[string][]string, len(o.Services))
+	for _, s := range o.Services {
+		extra[s.Name] = append(o.Tracing.Args(), o.ExtraArgs[s.Name]...)
 	}
 	return &Config{
 		extraArgs:     extra,

@@ -1,6 +1,11 @@
 package launcher
 
 import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,6 +103,47 @@ func TestExtraArgs(t *testing.T) {
 		}
 		if got := sup.args[len(sup.args)-1]; got != p.want {
 			t.Errorf("%s's last argument = %q, want %q", p.name, got, p.want)
+		}
+	}
+}
+
+// TestTracingReachesEveryService: kplane-up's tracing flags are handed to
+// every service, before the service's own extra arguments, which may
+// override them.
+func TestTracingReachesEveryService(t *testing.T) {
+	bin := t.TempDir()
+	for _, s := range Services() {
+		if err := os.WriteFile(filepath.Join(bin, s.Binary), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := NewOptions(Services(), func(string) (string, bool) { return "", false })
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--bin-dir=" + bin, "--data-dir=" + t.TempDir(),
+		"--tracing-endpoint=http://127.0.0.1:4318", "--tracing-protocol=http/protobuf", "--tracing-sampling-rate-per-million=1000000",
+		"--authz-arg=--tracing-sampling-rate-per-million=0"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.Config(slog.New(slog.DiscardHandler), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := issue(t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--tracing-endpoint=http://127.0.0.1:4318", "--tracing-protocol=http/protobuf", "--tracing-sampling-rate-per-million=1000000"}
+	for _, s := range Services() {
+		sup, err := cfg.supervisor(process{service: s, name: s.Name, port: s.Port}, Env{PKI: "/p", Data: "/d", Ports: o.Ports}, certs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.Index(sup.args, want[0]); i < 0 || !slices.Equal(sup.args[i:i+3], want) {
+			t.Errorf("%s's arguments %q lack %q", s.Name, sup.args, want)
+		}
+		if s.Name == "authz" && sup.args[len(sup.args)-1] != "--tracing-sampling-rate-per-million=0" {
+			t.Errorf("authz's own argument does not come last: %q", sup.args)
 		}
 	}
 }

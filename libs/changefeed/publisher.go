@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/storage"
+	"kplane.dev/libs/tracing"
 	proto "kplane.dev/proto/changefeed"
 )
 
@@ -57,6 +58,7 @@ type options struct {
 	retry      time.Duration
 	logger     *slog.Logger
 	secretData bool
+	tracing    *tracing.Provider
 }
 
 // Option configures a Publisher.
@@ -111,6 +113,12 @@ func WithSecretData() Option { return func(o *options) { o.secretData = true } }
 
 // WithLogger logs errors, resyncs and where publishing resumes.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithTracing starts a trace for each message published, carried in its
+// headers, which a subscriber's spans continue (Traced). A change comes
+// from etcd's watch, not from the write that made it, so its trace
+// begins at the publisher.
+func WithTracing(tp *tracing.Provider) Option { return func(o *options) { o.tracing = tp } }
 
 // NewPublisher returns a publisher of the changes under
 // <prefix>/registry/ in etcd to JetStream.
@@ -179,7 +187,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read stream %s: %w", p.o.stream, err)
 	}
-	out := &sink{js: p.js, seq: info.State.LastSeq}
+	out := &sink{js: p.js, seq: info.State.LastSeq, tracing: p.o.tracing}
 	pos, err := p.position(ctx, stream, info.State.LastSeq)
 	if err != nil {
 		return err

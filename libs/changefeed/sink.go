@@ -8,7 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
+	"kplane.dev/libs/tracing"
 	proto "kplane.dev/proto/changefeed"
 )
 
@@ -20,6 +24,7 @@ type sink struct {
 	js      jetstream.JetStream
 	seq     uint64 // the stream's last sequence once every pending publish lands
 	pending []jetstream.PubAckFuture
+	tracing *tracing.Provider
 }
 
 // publishMessage publishes m; part is "i/n" for a change, snapshot is set
@@ -37,8 +42,30 @@ func (s *sink) publishMessage(ctx context.Context, m message, snapshot bool, par
 	} else {
 		h.Set(proto.HeaderRevisionPart, part)
 	}
-	return s.publish(ctx, &nats.Msg{Subject: m.subject, Header: h, Data: data})
+	if !s.tracing.Enabled() {
+		return s.publish(ctx, &nats.Msg{Subject: m.subject, Header: h, Data: data})
+	}
+	// A root: the publisher follows etcd, outside any request.
+	spanCtx, span := s.tracing.Start(context.Background(), scope, "publish "+m.subject,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemKey.String("nats"),
+			semconv.MessagingDestinationName(m.subject),
+			semconv.MessagingOperationName("publish"),
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingMessageID(m.id),
+		))
+	s.tracing.Inject(spanCtx, tracing.NATSHeader(h))
+	err = s.publish(ctx, &nats.Msg{Subject: m.subject, Header: h, Data: data})
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return err
 }
+
+// scope is the instrumentation scope of the change feed's spans.
+const scope = "kplane.dev/libs/changefeed"
 
 func (s *sink) publish(ctx context.Context, msg *nats.Msg) error {
 	if len(s.pending) >= maxInFlight {

@@ -8,7 +8,11 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
+	"kplane.dev/libs/tracing"
 	proto "kplane.dev/proto/changefeed"
 )
 
@@ -22,6 +26,7 @@ type Handler func(ctx context.Context, e proto.Event) error
 
 type subscribeOptions struct {
 	stream, subjectRoot string
+	tracing             *tracing.Provider
 }
 
 // SubscribeOption configures Subscribe.
@@ -31,6 +36,12 @@ type SubscribeOption func(*subscribeOptions)
 // (default proto StreamName and SubjectRoot).
 func FromStream(name, subjectRoot string) SubscribeOption {
 	return func(o *subscribeOptions) { o.stream, o.subjectRoot = name, subjectRoot }
+}
+
+// Traced hands each event to the handler in a consumer span that
+// continues the trace its message carries (WithTracing).
+func Traced(tp *tracing.Provider) SubscribeOption {
+	return func(o *subscribeOptions) { o.tracing = tp }
 }
 
 // Subscribe hands handle, in stream order, every event on subjects
@@ -90,7 +101,7 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, filter string, fromR
 		if err := json.Unmarshal(msg.Data(), &e); err != nil {
 			return fmt.Errorf("decode message on %s at revision %d: %w", msg.Subject(), rev, err)
 		}
-		if err := handle(ctx, e); err != nil {
+		if err := o.handle(ctx, msg, e, handle); err != nil {
 			return err
 		}
 	}
@@ -165,4 +176,26 @@ func subjectMatches(filter, subject string) bool {
 		}
 	}
 	return len(f) == len(s)
+}
+
+// handle runs h on e, in a span of its own when o traces.
+func (o *subscribeOptions) handle(ctx context.Context, msg jetstream.Msg, e proto.Event, h Handler) error {
+	if !o.tracing.Enabled() {
+		return h(ctx, e)
+	}
+	ctx = o.tracing.Extract(ctx, tracing.NATSHeader(msg.Headers()))
+	ctx, span := o.tracing.Start(ctx, scope, "process "+msg.Subject(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			semconv.MessagingSystemKey.String("nats"),
+			semconv.MessagingDestinationName(msg.Subject()),
+			semconv.MessagingOperationName("process"),
+			semconv.MessagingOperationTypeProcess,
+		))
+	err := h(ctx, e)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return err
 }

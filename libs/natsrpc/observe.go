@@ -43,7 +43,8 @@ type Observer struct {
 }
 
 // NewObserver is an Observer that makes spans with tp (nil: none) and
-// registers the request metrics on reg.
+// registers the request metrics on reg (nil: nowhere, for a service
+// without a registry).
 func NewObserver(tp *tracing.Provider, reg prometheus.Registerer) (*Observer, error) {
 	o := &Observer{
 		tracing: tp,
@@ -60,6 +61,9 @@ func NewObserver(tp *tracing.Provider, reg prometheus.Registerer) (*Observer, er
 			Name:      "requests_total",
 			Help:      "Requests sent over NATS, by subject and outcome.",
 		}, []string{"subject", "outcome"}),
+	}
+	if reg == nil {
+		return o, nil
 	}
 	for _, c := range []prometheus.Collector{o.duration, o.total} {
 		if err := reg.Register(c); err != nil {

@@ -22,6 +22,7 @@ import (
 	apiserver "kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/election"
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/libs/storage/compactor"
 )
@@ -49,6 +50,9 @@ type Service struct {
 	etcd *clientv3.Client
 	// nats is nil without --nats-url.
 	nats *nats.Conn
+	// reviews is what the reviews the service asks for over NATS report
+	// to.
+	reviews *natsrpc.Observer
 	api  *apiserver.Server
 	// handler is the API behind the watch ending, what the loopback
 	// reaches.
@@ -74,9 +78,16 @@ type Service struct {
 // that New returned must be Run, or Closed when building the rest failed.
 func New(cfg *Config, name string, user frontproxy.User) (*Service, error) {
 	s := &Service{cfg: cfg, name: name, log: cfg.Log}
+	var err error
+	// The storage services serve no metrics yet: the reviews report
+	// spans only.
+	if s.reviews, err = natsrpc.NewObserver(cfg.Serving.Tracing, nil); err != nil {
+		return nil, err
+	}
 	s.watchCtx, s.stopWatches = context.WithCancel(context.Background())
 	etcdCfg := cfg.Etcd
 	etcdCfg.Logger = etcdLogger(s.log)
+	etcdCfg.DialOptions = append(etcdCfg.DialOptions, cfg.Serving.Tracing.GRPCDialOptions()...)
 	etcd, err := clientv3.New(etcdCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd: %w", err)
@@ -110,8 +121,12 @@ func (s *Service) Admission() []rest.Admission {
 	if !s.cfg.Admission {
 		return nil
 	}
-	return []rest.Admission{admissionreview.New(s.nats, admissionreview.DefaultTimeout)}
+	return []rest.Admission{admissionreview.New(s.nats, admissionreview.DefaultTimeout, admissionreview.WithObserver(s.reviews))}
 }
+
+// Reviews is what the reviews the service asks for over NATS report to
+// (natsrpc.Observe).
+func (s *Service) Reviews() *natsrpc.Observer { return s.reviews }
 
 // Etcd is the service's etcd client.
 func (s *Service) Etcd() *clientv3.Client { return s.etcd }
@@ -155,7 +170,9 @@ func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error 
 		mux.Handle("/"+endpoint, h)
 		mux.Handle("/"+endpoint+"/", h)
 	}
-	mux.Handle("/", auth.Wrap(s.handler))
+	// The API's requests continue the gateway's trace; health checks
+	// start none.
+	mux.Handle("/", s.cfg.Serving.Tracing.Handler(auth.Wrap(s.handler), "KubernetesAPI"))
 	// The front proxy authenticator verifies client certificates.
 	s.http = s.cfg.Serving.NewServer(mux)
 	ln, err := s.cfg.Serving.Listen()
@@ -256,7 +273,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := <-storesDone; err != nil {
 		serveErr = errors.Join(serveErr, fmt.Errorf("run stores: %w", err))
 	}
-	return errors.Join(serveErr, s.Close())
+	return errors.Join(serveErr, s.Close(), s.cfg.Serving.Tracing.Shutdown(ctx))
 }
 
 // lead runs the leader's work for one term. Work that fails ends the

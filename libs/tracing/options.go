@@ -200,3 +200,19 @@ func first(values ...string) string {
 	}
 	return ""
 }
+
+// Args are the flags that give a service o's settings, for a launcher
+// that hands its own to every service it starts.
+func (o *Options) Args() []string {
+	var args []string
+	if o.Endpoint != "" {
+		args = append(args, "--tracing-endpoint="+o.Endpoint)
+	}
+	if o.Protocol != "" {
+		args = append(args, "--tracing-protocol="+o.Protocol)
+	}
+	if o.SamplingRatePerMillion != unset {
+		args = append(args, "--tracing-sampling-rate-per-million="+strconv.Itoa(int(o.SamplingRatePerMillion)))
+	}
+	return args
+}

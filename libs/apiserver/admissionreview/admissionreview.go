@@ -31,6 +31,8 @@ const DefaultTimeout = 2 * time.Minute
 type Admission struct {
 	conn    *nats.Conn
 	timeout time.Duration
+	// observer is nil when the phases report nothing.
+	observer *natsrpc.Observer
 	// idle holds, by idleKey, when each Idle verdict stops counting.
 	idle sync.Map
 	now  func() time.Time
@@ -62,6 +64,9 @@ type Option func(*Admission)
 
 // WithClock sets what tells the time Idle verdicts are measured by.
 func WithClock(now func() time.Time) Option { return func(a *Admission) { a.now = now } }
+
+// WithObserver makes the phases asked report to o.
+func WithObserver(o *natsrpc.Observer) Option { return func(a *Admission) { a.observer = o } }
 
 // New asks over nc, waiting up to timeout for each phase.
 func New(nc *nats.Conn, timeout time.Duration, opts ...Option) *Admission {
@@ -129,7 +134,7 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 		// webhooks, and asks webhook authors to make them idempotent.
 		// Failing the write instead would fail writes every policy
 		// passes each time an admission replica is lost.
-		if err := natsrpc.RequestJSON(ctx, a.conn, subject, review, &v, natsrpc.Idempotent()); err != nil {
+		if err := natsrpc.RequestJSON(ctx, a.conn, subject, review, &v, natsrpc.Idempotent(), natsrpc.Observe(a.observer)); err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, err
 			}

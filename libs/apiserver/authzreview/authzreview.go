@@ -27,14 +27,16 @@ type Requester interface {
 type NATS struct {
 	conn    *nats.Conn
 	timeout time.Duration
+	// observer is nil when the reviews report nothing.
+	observer *natsrpc.Observer
 }
 
 var _ Requester = (*NATS)(nil)
 
 // NewNATS returns a Requester over nc that waits up to timeout for an
-// answer.
-func NewNATS(nc *nats.Conn, timeout time.Duration) *NATS {
-	return &NATS{conn: nc, timeout: timeout}
+// answer and reports to o (nil: nothing).
+func NewNATS(nc *nats.Conn, timeout time.Duration, o *natsrpc.Observer) *NATS {
+	return &NATS{conn: nc, timeout: timeout, observer: o}
 }
 
 // RequestJSON sends in on subject and decodes the reply into out. Every
@@ -47,7 +49,7 @@ func (n *NATS) RequestJSON(ctx context.Context, subject string, in, out any) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	return natsrpc.RequestJSON(ctx, n.conn, subject, in, out, natsrpc.Idempotent())
+	return natsrpc.RequestJSON(ctx, n.conn, subject, in, out, natsrpc.Idempotent(), natsrpc.Observe(n.observer))
 }
 
 var subjectAccessReviewKind = authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview")

@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -267,6 +270,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	if b == nil {
 		return echo.ErrNotFound
 	}
+	nameSpan(req.Context(), info)
 	if err := s.readBody(c); err != nil {
 		return err
 	}
@@ -324,4 +328,26 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 		}()
 		return next(c)
 	}
+}
+
+// nameSpan names the request's server span, which the service's tracing
+// handler started, after the operation rather than the URL, and says
+// which resource it acts on.
+func nameSpan(ctx context.Context, info *requestinfo.Info) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	resource := info.Resource
+	if info.Subresource != "" {
+		resource += "/" + info.Subresource
+	}
+	span.SetName(info.Verb + " " + resource)
+	span.SetAttributes(
+		attribute.String("kplane.request.verb", info.Verb),
+		attribute.String("kplane.request.group", info.APIGroup),
+		attribute.String("kplane.request.version", info.APIVersion),
+		attribute.String("kplane.request.resource", resource),
+		semconv.K8SNamespaceName(info.Namespace),
+	)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -187,6 +189,8 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions) (
 	if rv == 0 && !c.ready() {
 		return c.store.Get(ctx, key, opts)
 	}
+	ctx, span := startRead(ctx, "get", key)
+	defer span.End()
 	if err := c.waitFor(ctx, key, rv); err != nil {
 		return nil, err
 	}
@@ -215,6 +219,8 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 	if c.delegateList(prefix, opts) {
 		return c.store.List(ctx, prefix, opts)
 	}
+	ctx, span := startRead(ctx, "list", prefix)
+	defer span.End()
 	if opts.ResourceVersion == "" {
 		rv, err := c.store.CurrentRevision(ctx)
 		if err != nil {
@@ -352,4 +358,16 @@ func parseRV(key, s string) (int64, error) {
 		return 0, storage.NewError(storage.ErrCodeInvalidRequest, key, 0, fmt.Sprintf("invalid resourceVersion %q", s))
 	}
 	return rv, nil
+}
+
+// startRead starts the span of a read the cache serves, a child of the
+// request's span made by the same provider: the cache needs no tracing of
+// its own, and a read outside a traced request costs nothing.
+func startRead(ctx context.Context, op, key string) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return parent.TracerProvider().Tracer("kplane.dev/libs/storage/cacher").Start(ctx, "watchcache "+op,
+		trace.WithAttributes(attribute.String("kplane.watchcache.key", key)))
 }

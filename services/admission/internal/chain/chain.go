@@ -9,8 +9,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kplane.dev/libs/tracing"
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/review"
 )
@@ -52,6 +56,8 @@ type Config struct {
 	// Converters convert a write's objects to its equivalents; without
 	// them a step that matches an equivalent fails the write.
 	Converters Converters
+	// Tracing, when not nil, spans each step.
+	Tracing *tracing.Provider
 }
 
 // Converters make the converter of a review's objects, nil when it has no
@@ -70,6 +76,7 @@ type Chain struct {
 	mutators   []Mutator
 	validators []Validator
 	converters Converters
+	tracing    *tracing.Provider
 }
 
 // New makes a Chain.
@@ -77,7 +84,7 @@ func New(cfg Config) (*Chain, error) {
 	if cfg.Synced == nil {
 		return nil, errors.New("admission chain: no Synced")
 	}
-	c := &Chain{synced: cfg.Synced, startUsers: map[string]bool{}, mutators: cfg.Mutators, validators: cfg.Validators, converters: cfg.Converters}
+	c := &Chain{synced: cfg.Synced, startUsers: map[string]bool{}, mutators: cfg.Mutators, validators: cfg.Validators, converters: cfg.Converters, tracing: cfg.Tracing}
 	for _, u := range cfg.StartUsers {
 		c.startUsers[u] = true
 	}
@@ -99,7 +106,9 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 		changed     bool
 	)
 	for _, m := range c.mutators {
+		ctx, span := c.startStep(ctx, "mutate", m)
 		res, err := m.Mutate(ctx, a)
+		endStep(span, err)
 		if res != nil {
 			warnings = append(warnings, res.Warnings...)
 		}
@@ -136,7 +145,9 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 	)
 	for _, s := range c.validators {
 		// A step that refuses may still have warned.
+		ctx, span := c.startStep(ctx, "validate", s)
 		res, err := s.Validate(ctx, a)
+		endStep(span, err)
 		if res != nil {
 			warnings = append(warnings, res.Warnings...)
 		}
@@ -241,4 +252,29 @@ func (c *Chain) attributes(r *admission.Review) (*review.Attributes, error) {
 		}
 	}
 	return review.New(&r.Request, objs[0], objs[1], equivalents, conv), nil
+}
+
+// scope is the instrumentation scope of the steps' spans.
+const scope = "kplane.dev/services/admission/internal/chain"
+
+// startStep starts the span of one step of phase; the step is named by
+// its type (the policies, the webhooks, the Rego policies).
+func (c *Chain) startStep(ctx context.Context, phase string, step any) (context.Context, trace.Span) {
+	if !c.tracing.Enabled() {
+		// A span that does nothing; ending it leaves ctx's own alone.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	name := fmt.Sprintf("%T", step)
+	return c.tracing.Start(ctx, scope, phase+" "+name, trace.WithAttributes(
+		attribute.String("kplane.admission.phase", phase),
+		attribute.String("kplane.admission.step", name)))
+}
+
+// endStep ends a step's span, failed when the step refused the write or
+// could not decide.
+func endStep(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -48,7 +48,10 @@ type Server struct {
 	ln    net.Listener
 	http  *http.Server
 	rpc   *natsrpc.Server
-	chain Chain
+	// reviews is what the reviews answered and asked for over NATS report
+	// to.
+	reviews *natsrpc.Observer
+	chain   Chain
 	// sources follow the configuration the steps read; the chain
 	// decides once every one has read it.
 	sources  []source
@@ -70,6 +73,10 @@ func New(cfg *Config) (*Server, error) {
 	if err := s.registry.Register(s.steps); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	var err error
+	if s.reviews, err = natsrpc.NewObserver(cfg.serving.Tracing, s.registry); err != nil {
+		return nil, err
+	}
 	nc, err := cfg.nats.Connect("kplane-admission")
 	if err != nil {
 		return nil, err
@@ -79,7 +86,7 @@ func New(cfg *Config) (*Server, error) {
 		nc.Close()
 		return nil, err
 	}
-	s.rpc = natsrpc.NewServer(nc, s.log)
+	s.rpc = natsrpc.NewServer(nc, s.log, natsrpc.WithObserver(s.reviews))
 	s.shutdown = cfg.serving.NewShutdown(s.drain)
 	s.http = cfg.serving.NewServer(s.handler())
 	ln, err := cfg.serving.Listen()
@@ -129,8 +136,8 @@ func (s *Server) buildChain() error {
 		f := feed.New(client, s.log)
 		// The authorizer of CEL expressions asks authz, as core's
 		// escalation checks do.
-		authz := authzreview.NewKubeAuthorizer(authzreview.NewNATS(s.nats, authzTimeout))
-		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log, Registerer: s.registry, Authorizer: authz})
+		authz := authzreview.NewKubeAuthorizer(authzreview.NewNATS(s.nats, authzTimeout, s.reviews))
+		webhooks, err := webhook.New(webhook.Config{Configurations: f, Namespaces: f, Resolver: s.cfg.resolver, Logger: s.log, Registerer: s.registry, Authorizer: authz, Tracing: s.cfg.serving.Tracing})
 		if err != nil {
 			return err
 		}
@@ -174,6 +181,7 @@ func (s *Server) buildChain() error {
 		Mutators:   mutators,
 		Validators: validators,
 		Converters: converters,
+		Tracing:    s.cfg.serving.Tracing,
 	})
 	s.chain = c
 	return err
@@ -349,7 +357,7 @@ func (s *Server) Run(ctx context.Context) error {
 			err = fmt.Errorf("follow the admission configuration: %w", serr)
 		}
 	}
-	return err
+	return errors.Join(err, s.cfg.serving.Tracing.Shutdown(ctx))
 }
 
 // answer decodes a review, runs one phase on it and encodes the verdict.

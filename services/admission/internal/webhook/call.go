@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -75,14 +78,30 @@ func denied(webhook string, result *metav1.Status) *apierrors.StatusError {
 // *callError, or a status error that no failurePolicy overrides.
 func (d *Dispatcher) call(ctx context.Context, h *hook, a *review.Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
 	start := time.Now()
-	ans, err := d.callOnce(ctx, h, a, obj, mutating)
 	typ := "validate"
 	if mutating {
 		typ = "admit"
 	}
+	ctx, span := d.cfg.Tracing.Start(ctx, scope, "webhook "+h.name, trace.WithAttributes(
+		attribute.String("kplane.admission.webhook", h.name),
+		attribute.String("kplane.admission.type", typ),
+		attribute.String("kplane.admission.operation", string(a.Request.Operation)),
+	))
+	ans, err := d.callOnce(ctx, h, a, obj, mutating)
+	if span.IsRecording() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(attribute.Bool("kplane.admission.allowed", ans.allowed))
+		}
+	}
+	span.End()
 	d.metrics.observe(h.name, typ, string(a.Request.Operation), time.Since(start), ans, err)
 	return ans, err
 }
+
+// scope is the instrumentation scope of the webhook calls' spans.
+const scope = "kplane.dev/services/admission/internal/webhook"
 
 func (d *Dispatcher) callOnce(ctx context.Context, h *hook, a *review.Attributes, obj *unstructured.Unstructured, mutating bool) (*answer, error) {
 	if a.Request.DryRun != nil && *a.Request.DryRun {

@@ -18,6 +18,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kplane.dev/libs/tracing"
 )
 
 // defaultTimeout is what the API server defaults timeoutSeconds to.
@@ -35,6 +37,7 @@ type client struct {
 
 type clients struct {
 	resolver Resolver
+	tracing  *tracing.Provider
 	mu       sync.Mutex
 	byKey    map[string]*client
 }
@@ -102,7 +105,7 @@ func (cs *clients) get(cc admissionregistrationv1.WebhookClientConfig, t *target
 		tlsConfig.ServerName = serviceHost(t.service)
 		rt = &resolving{service: *t.service, resolver: cs.resolver, next: rt}
 	}
-	c := &client{http: &http.Client{Transport: rt}}
+	c := &client{http: &http.Client{Transport: cs.tracing.Transport(rt)}}
 	cs.byKey[key] = c
 	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"kplane.dev/libs/tracing"
 	"kplane.dev/services/admission/internal/review"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	// Authorizer answers the authorizer variable of matchConditions;
 	// without it a condition that reads the variable is in error.
 	Authorizer authorizer.UnconditionalAuthorizer
+	// Tracing, when not nil, spans each call and sends its trace context
+	// to the webhook.
+	Tracing *tracing.Provider
 }
 
 // Dispatcher calls the webhooks that match a write. It is safe for
@@ -76,7 +80,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, metrics: m, clients: clients{resolver: cfg.Resolver, byKey: map[string]*client{}}, conditions: newConditions()}, nil
+	return &Dispatcher{cfg: cfg, metrics: m, clients: clients{resolver: cfg.Resolver, tracing: cfg.Tracing, byKey: map[string]*client{}}, conditions: newConditions()}, nil
 }
 
 // recorder gathers the warnings and audit annotations of one phase, from

@@ -39,6 +39,8 @@ type Server struct {
 	ln      net.Listener
 	http    *http.Server
 	metrics *metrics
+	// reviews is what the reviews answered over NATS report to.
+	reviews *natsrpc.Observer
 
 	// reviewer answers TokenReviews: the token authenticators' union
 	// behind the cache, the bearer rules and the group adder.
@@ -80,6 +82,9 @@ func New(cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("register process metrics: %w", err)
 	}
 	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
+	if s.reviews, err = natsrpc.NewObserver(cfg.serving.Tracing, reg); err != nil {
 		return nil, err
 	}
 	s.shutdown = cfg.serving.NewShutdown(s.drainNATS)
@@ -151,7 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.nc.Store(nc)
 	defer nc.Close()
-	rpc := natsrpc.NewServer(nc, s.log)
+	rpc := natsrpc.NewServer(nc, s.log, natsrpc.WithObserver(s.reviews))
 	s.rpc.Store(rpc)
 
 	stopInformers := make(chan struct{})
@@ -172,7 +177,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	defer func() { <-subscribed }()
 
-	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	return errors.Join(serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run), s.cfg.serving.Tracing.Shutdown(ctx))
 }
 
 // subscribe joins the queue group once the informers have synced: a

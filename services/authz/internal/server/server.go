@@ -66,7 +66,12 @@ func New(cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	s.nats = nc
-	s.rpc = natsrpc.NewServer(nc, s.log)
+	observer, err := natsrpc.NewObserver(cfg.serving.Tracing, cfg.Registry)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s.rpc = natsrpc.NewServer(nc, s.log, natsrpc.WithObserver(observer))
 	if err := s.build(); err != nil {
 		nc.Close()
 		return nil, err
@@ -214,7 +219,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	work.Go(func() { s.subscribe(workCtx) })
 	s.log.Info("authorizing", "modes", s.cfg.modes)
-	return serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run)
+	return errors.Join(serving.Serve(ctx, s.http, s.ln, s.log, s.shutdown.Run), s.cfg.serving.Tracing.Shutdown(ctx))
 }
 
 // subscribe joins the reviews' queue group once the informers have

@@ -85,7 +85,7 @@ func (s *Server) build() error {
 	if err != nil {
 		return fmt.Errorf("declare resources: %w", err)
 	}
-	rpc := authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout)
+	rpc := authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout, s.Reviews())
 	if res, err = kinds.WithReviews(res, rpc, reviews.NewTokenRequests(rpc, loopback), clock.RealClock{}); err != nil {
 		return fmt.Errorf("declare reviews: %w", err)
 	}
@@ -177,7 +177,7 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 	}
 	// Custom resources are published too, under their stored version:
 	// one stream carries every change under the prefix.
-	opts := []changefeed.Option{changefeed.WithKinds(published), changefeed.WithOtherResources(), changefeed.WithLogger(s.log)}
+	opts := []changefeed.Option{changefeed.WithKinds(published), changefeed.WithOtherResources(), changefeed.WithLogger(s.log), changefeed.WithTracing(s.cfg.Serving.Tracing)}
 	if s.cfg.changeSecretData {
 		s.log.Warn("the change feed carries the data of Secrets: whoever reads it reads every Secret")
 		opts = append(opts, changefeed.WithSecretData())

@@ -89,7 +89,7 @@ func (s *Server) build() error {
 	// kplane runs no Services: the map says where a webhook's service
 	// is, and kube's DNS rule where the map does not.
 	services := s.cfg.ServiceMap.Or(webhook.NewDefaultServiceResolver())
-	converters, err := conversion.NewCRConverterFactory(services, func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver { return r })
+	converters, err := conversion.NewCRConverterFactory(services, tracedWebhooks(s.cfg.Serving.Tracing))
 	if err != nil {
 		return fmt.Errorf("build the conversion webhook client: %w", err)
 	}
@@ -99,7 +99,7 @@ func (s *Server) build() error {
 		Stores:    apiserver.CachedEtcdStores(s.Etcd(), s.cfg.EtcdPrefix, s.log),
 		HandlerOptions: []rest.Option{
 			rest.WithAdmission(append([]rest.Admission{lifecycle, reg.Terminating()}, s.Admission()...)...),
-			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout))),
+			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout, s.Reviews()))),
 		},
 		Missing: s.missing(reg),
 		Logger:  s.log,

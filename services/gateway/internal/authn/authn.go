@@ -17,6 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -24,6 +28,7 @@ import (
 
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/tracing"
 	protoauthn "kplane.dev/proto/authn"
 )
 
@@ -81,6 +86,10 @@ type Options struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 	Clock   clock.PassiveClock
+	// Tracing, when not nil, spans each authentication; Observer reports
+	// the token reviews.
+	Tracing  *tracing.Provider
+	Observer *natsrpc.Observer
 }
 
 // Authenticator finds who sent a request.
@@ -130,6 +139,24 @@ type authenticator func(r *http.Request) (*frontproxy.User, error)
 // a request without credentials is anonymous if that is enabled. The
 // credential that authenticated is removed from r.
 func (a *Authenticator) Authenticate(r *http.Request) (*frontproxy.User, error) {
+	ctx, span := a.opts.Tracing.Start(r.Context(), scope, "authenticate", trace.WithSpanKind(trace.SpanKindInternal))
+	u, err := a.authenticate(r.WithContext(ctx))
+	if span.IsRecording() {
+		if u != nil {
+			span.SetAttributes(semconv.UserName(u.Name))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+	return u, err
+}
+
+// authenticate is Authenticate in its span; r shares the original's
+// headers, so that a credential removed from it is removed from the
+// original.
+func (a *Authenticator) authenticate(r *http.Request) (*frontproxy.User, error) {
 	var errs []error
 	for _, auth := range []authenticator{a.requestHeader, a.x509, a.bearer, a.websocket} {
 		u, err := auth(r)
@@ -289,7 +316,9 @@ func isWebSocket(r *http.Request) bool {
 func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.User, error) {
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
-	if v, ok := a.reviews.Get(key); ok {
+	v, hit := a.reviews.Get(key)
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("kplane.authentication.cache_hit", hit))
+	if hit {
 		return clone(v.(*frontproxy.User)), nil
 	}
 	generation := a.generation.Load()
@@ -300,7 +329,7 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 	}
 	review.APIVersion, review.Kind = "authentication.k8s.io/v1", "TokenReview"
 	var out authenticationv1.TokenReview
-	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthn.SubjectTokenReview, review, &out, natsrpc.Idempotent()); err != nil {
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthn.SubjectTokenReview, review, &out, natsrpc.Idempotent(), natsrpc.Observe(a.opts.Observer)); err != nil {
 		a.log.Warn("token review failed", "err", err)
 		return nil, fmt.Errorf("review token: %w", err)
 	}
@@ -337,3 +366,6 @@ func clone(u *frontproxy.User) *frontproxy.User {
 	}
 	return &c
 }
+
+// scope is the instrumentation scope of the gateway's authn spans.
+const scope = "kplane.dev/services/gateway/internal/authn"

@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -21,6 +25,7 @@ import (
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/tracing"
 	protoauthz "kplane.dev/proto/authz"
 )
 
@@ -84,6 +89,10 @@ type Options struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 	Clock   clock.PassiveClock
+	// Tracing, when not nil, spans each decision; Observer reports the
+	// access reviews.
+	Tracing  *tracing.Provider
+	Observer *natsrpc.Observer
 }
 
 // Authorizer answers decisions locally for system:masters and through
@@ -154,27 +163,52 @@ func (a *Authorizer) Flush() {
 // (a 503 ServiceUnavailable when it is unreachable or too slow, else
 // authz's own error) and nothing was decided.
 func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision, error) {
+	ctx, span := a.opts.Tracing.Start(ctx, scope, "authorize", trace.WithSpanKind(trace.SpanKindInternal))
+	d, hit, err := a.authorize(ctx, attrs)
+	if span.IsRecording() {
+		decision := "deny"
+		if d.Allowed {
+			decision = "allow"
+		}
+		span.SetAttributes(
+			semconv.UserName(userName(attrs.User)),
+			attribute.String("kplane.authorization.verb", attrs.Verb),
+			attribute.Bool("kplane.authorization.cache_hit", hit),
+		)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(attribute.String("kplane.authorization.decision", decision))
+		}
+	}
+	span.End()
+	return d, err
+}
+
+// authorize is Authorize in its span; hit says the decision was cached
+// (a system:masters decision is made here, and counts as one).
+func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decision, hit bool, err error) {
 	if attrs.User != nil && slices.Contains(attrs.User.Groups, SystemMasters) {
-		return Decision{Allowed: true}, nil
+		return Decision{Allowed: true}, true, nil
 	}
 	review := reviewOf(attrs)
 	spec, err := json.Marshal(review.Spec)
 	if err != nil {
-		return Decision{}, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
+		return Decision{}, false, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
 	}
 	key := string(spec)
 	if v, ok := a.decisions.Get(key); ok {
-		return v.(Decision), nil
+		return v.(Decision), true, nil
 	}
 	generation := a.generation.Load()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	var out authorizationv1.SubjectAccessReview
-	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthz.SubjectAccessReview, review, &out, natsrpc.Idempotent()); err != nil {
+	if err := natsrpc.RequestJSON(ctx, a.nc, protoauthz.SubjectAccessReview, review, &out, natsrpc.Idempotent(), natsrpc.Observe(a.opts.Observer)); err != nil {
 		a.log.Warn("access review failed", "user", userName(attrs.User), "verb", attrs.Verb, "err", err)
-		return Decision{}, unavailable(err)
+		return Decision{}, false, unavailable(err)
 	}
-	d := Decision{Allowed: out.Status.Allowed && !out.Status.Denied, Reason: out.Status.Reason}
+	d = Decision{Allowed: out.Status.Allowed && !out.Status.Denied, Reason: out.Status.Reason}
 	ttl := a.opts.UnauthorizedTTL
 	if d.Allowed {
 		ttl = a.opts.AuthorizedTTL
@@ -184,7 +218,7 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision,
 	if a.generation.Load() == generation {
 		a.decisions.Add(key, d, ttl)
 	}
-	return d, nil
+	return d, false, nil
 }
 
 // unavailable is err as the client sees it: authz not answering (no
@@ -247,3 +281,6 @@ func Forbidden(attrs Attributes, reason string) error {
 	}
 	return apistatus.Forbidden(r, reason)
 }
+
+// scope is the instrumentation scope of the gateway's authz spans.
+const scope = "kplane.dev/services/gateway/internal/authz"

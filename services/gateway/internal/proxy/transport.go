@@ -13,6 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"kplane.dev/libs/tracing"
 )
 
 // Transport is an http.RoundTripper to the replicas of one backend. It
@@ -41,6 +46,9 @@ type Transport struct {
 	// first makes the first requests wait for the first resolution.
 	first sync.Mutex
 	next  atomic.Uint64
+	// traced is the request's way through a client span; nil without
+	// tracing.
+	traced http.RoundTripper
 }
 
 // target is one replica URL and the connections to what its host
@@ -71,6 +79,26 @@ type Option func(*Transport)
 func WithResolver(lookup func(ctx context.Context, host string) ([]string, error), every time.Duration) Option {
 	return func(t *Transport) { t.lookup, t.every = lookup, every }
 }
+
+// WithTracing sends the requests of a request the gateway traces under a
+// client span named after the backend, with the trace context in their
+// headers, so that the backend's spans join the trace. The gateway's own
+// background requests (discovery, routes) start no traces.
+func WithTracing(tp *tracing.Provider, backend string) Option {
+	return func(t *Transport) {
+		if !tp.Enabled() {
+			return
+		}
+		t.traced = tp.Transport(roundTripper(t.roundTrip),
+			otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "proxy " + backend }),
+			otelhttp.WithFilter(func(r *http.Request) bool { return trace.SpanContextFromContext(r.Context()).IsValid() }))
+	}
+}
+
+// roundTripper is a function as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // NewTransport returns a Transport to replicas (https URLs; their paths
 // are ignored) with tlsConfig, which carries the client certificate and
@@ -198,6 +226,13 @@ func (t *Transport) resolve(ctx context.Context) error {
 // is never replayed. A replica that cannot be reached makes the names be
 // resolved again.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.traced != nil {
+		return t.traced.RoundTrip(r)
+	}
+	return t.roundTrip(r)
+}
+
+func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 	eps, err := t.current(r.Context())
 	if err != nil {
 		if r.Body != nil {

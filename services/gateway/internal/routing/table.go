@@ -26,6 +26,7 @@ import (
 	informers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
 
 	"kplane.dev/libs/serviceresolver"
+	"kplane.dev/libs/tracing"
 	"kplane.dev/services/gateway/internal/proxy"
 )
 
@@ -92,6 +93,9 @@ type Options struct {
 	RetryInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Tracing, when not nil, traces the requests forwarded to aggregated
+	// API servers.
+	Tracing *tracing.Provider
 }
 
 // Table is the routing table. Its methods are safe for concurrent use.
@@ -329,11 +333,12 @@ func (t *Table) backend(s *apiregistrationv1.APIService, old, used map[string]*B
 		}
 		cfg.RootCAs = pool
 	}
-	tr, err := proxy.NewTransport([]*url.URL{u}, cfg)
+	name := ref.Namespace + "/" + ref.Name
+	tr, err := proxy.NewTransport([]*url.URL{u}, cfg, proxy.WithTracing(t.opts.Tracing, name))
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{Name: ref.Namespace + "/" + ref.Name, Transport: tr}
+	b := &Backend{Name: name, Transport: tr}
 	used[key] = b
 	return b, nil
 }

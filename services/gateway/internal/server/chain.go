@@ -27,7 +27,8 @@ type filter struct {
 // request meets them in this order. The access log comes first, so that
 // its line has the code of every answer, a recovered panic's 500
 // included; panic recovery next so that nothing past it escapes; request
-// info next, as every later step reads it;
+// info next, as every later step reads it, and tracing, which names the
+// request's span after it;
 // metrics outside the limits so that their 429, 413 and 504 answers are
 // counted; the timeout before anything that waits on the client or on
 // authn and authz, as kube's request deadline is, and it also sets the
@@ -44,6 +45,7 @@ func (s *Server) filters() []filter {
 		{"accesslog", s.limits.AccessLog()},
 		{"panicrecovery", s.recoverPanic},
 		{"requestinfo", withRequestInfo},
+		{"tracing", traceRequest},
 		{"metrics", s.limits.Metrics()},
 		{"endlongrunningonshutdown", s.limits.EndLongRunningOnShutdown()},
 		{"timeout", s.limits.Timeout()},

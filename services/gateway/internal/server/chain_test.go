@@ -27,7 +27,7 @@ func TestFilterOrder(t *testing.T) {
 	for _, f := range (&Server{limits: limits}).filters() {
 		got = append(got, f.name)
 	}
-	want := []string{"accesslog", "panicrecovery", "requestinfo", "metrics", "endlongrunningonshutdown", "timeout",
+	want := []string{"accesslog", "panicrecovery", "requestinfo", "tracing", "metrics", "endlongrunningonshutdown", "timeout",
 		"authentication", "impersonation", "authorization", "maxinflight", "longrunningperuser", "bodylimit"}
 	if !slices.Equal(got, want) {
 		t.Errorf("filters %v, want %v", got, want)

@@ -23,6 +23,7 @@ import (
 
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
@@ -67,11 +68,12 @@ type Server struct {
 
 // New builds the gateway cfg describes.
 func New(cfg *Config) (*Server, error) {
+	tp := cfg.serving.Tracing
 	coreTransport, err := proxy.NewTransport(cfg.coreURLs, &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cfg.proxyClient},
 		RootCAs:      cfg.backendCA,
-	})
+	}, proxy.WithTracing(tp, "core"))
 	if err != nil {
 		return nil, fmt.Errorf("core backend: %w", err)
 	}
@@ -82,7 +84,7 @@ func New(cfg *Config) (*Server, error) {
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{cfg.proxyClient},
 			RootCAs:      cfg.backendCA,
-		})
+		}, proxy.WithTracing(tp, "crd"))
 		if err != nil {
 			return nil, fmt.Errorf("crd backend: %w", err)
 		}
@@ -103,7 +105,19 @@ func New(cfg *Config) (*Server, error) {
 		Resolver:          cfg.resolver,
 		ClientCertificate: cfg.proxyClient,
 		Logger:            cfg.log,
+		Tracing:           tp,
 	})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("register go metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("register process metrics: %w", err)
+	}
+	reviews, err := natsrpc.NewObserver(tp, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +129,8 @@ func New(cfg *Config) (*Server, error) {
 		AuthorizedTTL:   cfg.authorizedTTL,
 		UnauthorizedTTL: cfg.unauthorizedTTL,
 		Logger:          cfg.log,
+		Tracing:         tp,
+		Observer:        reviews,
 	})
 	if err != nil {
 		nc.Close()
@@ -130,6 +146,8 @@ func New(cfg *Config) (*Server, error) {
 			Audiences:     cfg.apiAudiences,
 			Anonymous:     cfg.anonymous,
 			Logger:        cfg.log,
+			Tracing:       tp,
+			Observer:      reviews,
 		}),
 		authz:      authorizer,
 		core:       core,
@@ -149,13 +167,6 @@ func New(cfg *Config) (*Server, error) {
 		s.flushCaches()
 		s.log.Info("nats connection back, authentication and authorization caches flushed")
 	})
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("register go metrics: %w", err)
-	}
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("register process metrics: %w", err)
-	}
 	if s.limits, err = filters.New(cfg.filters, reg,
 		filters.WithRequestInfo(requestInfo),
 		filters.WithPrivileged(privileged),
@@ -236,7 +247,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	// The authenticators verify client certificates.
-	srv := s.cfg.serving.NewServer(s.echo)
+	srv := s.cfg.serving.NewServer(s.cfg.serving.Tracing.Handler(s.echo, "KubernetesAPI"))
 	// The handshake names the front proxies' CA too, so that they pick
 	// their certificate.
 	srv.TLSConfig.ClientCAs = s.cfg.handshakeCAs
@@ -274,6 +285,9 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = errors.Join(runErr, err)
 	}
 	s.nc.Close()
+	if err := s.cfg.serving.Tracing.Shutdown(ctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
 	s.log.Info("stopped")
 	return runErr
 }
