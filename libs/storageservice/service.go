@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	restclient "k8s.io/client-go/rest"
 
 	"kplane.dev/libs/apiserver/admissionreview"
@@ -53,7 +54,7 @@ type Service struct {
 	// reviews is what the reviews the service asks for over NATS report
 	// to.
 	reviews *natsrpc.Observer
-	api  *apiserver.Server
+	api     *apiserver.Server
 	// handler is the API behind the watch ending, what the loopback
 	// reaches.
 	handler http.Handler
@@ -172,7 +173,7 @@ func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error 
 	}
 	// The API's requests continue the gateway's trace; health checks
 	// start none.
-	mux.Handle("/", s.cfg.Serving.Tracing.Handler(auth.Wrap(s.handler), "KubernetesAPI"))
+	mux.Handle("/", s.cfg.Serving.Tracing.Handler(auth.Wrap(s.handler), "KubernetesAPI", otelhttp.WithSpanNameFormatter(requestinfo.SpanName)))
 	// The front proxy authenticator verifies client certificates.
 	s.http = s.cfg.Serving.NewServer(mux)
 	ln, err := s.cfg.Serving.Listen()

@@ -28,8 +28,10 @@ type admissionWebhook struct {
 	// calls counts the reviews each path answered; dryRuns those that
 	// were dry runs.
 	calls, dryRuns map[string]int
-	// last is the last request each path received.
-	last map[string]webhookRequest
+	// last is the last request each path received, and traceparent its
+	// W3C trace context header.
+	last        map[string]webhookRequest
+	traceparent map[string]string
 }
 
 // webhookRequest is what the tests read of an AdmissionReview's request.
@@ -51,7 +53,7 @@ func newAdmissionWebhook(t testing.TB) *admissionWebhook {
 	if err != nil {
 		t.Fatalf("issue the webhook certificate: %v", err)
 	}
-	w := &admissionWebhook{caBundle: ca.CertPEM(), calls: map[string]int{}, dryRuns: map[string]int{}, last: map[string]webhookRequest{}}
+	w := &admissionWebhook{caBundle: ca.CertPEM(), calls: map[string]int{}, dryRuns: map[string]int{}, last: map[string]webhookRequest{}, traceparent: map[string]string{}}
 	w.Server = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
 	w.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLSCertificate()}}
 	w.StartTLS()
@@ -73,6 +75,14 @@ func (w *admissionWebhook) lastOf(path string) (webhookRequest, bool) {
 	return r, ok
 }
 
+// traceparentOf is the traceparent header of the last request path
+// received.
+func (w *admissionWebhook) traceparentOf(path string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.traceparent[path]
+}
+
 func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	var review struct {
 		APIVersion string         `json:"apiVersion"`
@@ -85,6 +95,7 @@ func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	w.calls[r.URL.Path]++
 	w.last[r.URL.Path] = review.Request
+	w.traceparent[r.URL.Path] = r.Header.Get("traceparent")
 	if review.Request.DryRun {
 		w.dryRuns[r.URL.Path]++
 	}

@@ -170,3 +170,20 @@ func splitPath(p string) []string {
 	}
 	return strings.Split(p, "/")
 }
+
+// Operation names what the request does without the names in its path,
+// as a span name: "create configmaps", "get pods/log", and for a
+// non-resource request its verb and path ("get /healthz").
+func (i *Info) Operation() string {
+	if !i.IsResourceRequest {
+		return i.Verb + " " + i.Path
+	}
+	if i.Subresource != "" {
+		return i.Verb + " " + i.Resource + "/" + i.Subresource
+	}
+	return i.Verb + " " + i.Resource
+}
+
+// SpanName is the Operation of r, in the shape of otelhttp's span name
+// formatter (the operation it is given is ignored).
+func SpanName(_ string, r *http.Request) string { return Parse(r.Method, r.URL).Operation() }

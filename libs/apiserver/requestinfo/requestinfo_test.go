@@ -153,3 +153,20 @@ func TestPathShape(t *testing.T) {
 		})
 	}
 }
+
+func TestOperation(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{http.MethodPost, "/api/v1/namespaces/ns/configmaps", "create configmaps"},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods/p/log", "get pods/log"},
+		{http.MethodGet, "/apis/apps/v1/deployments?watch=true", "watch deployments"},
+		{http.MethodGet, "/healthz", "get /healthz"},
+	} {
+		u, err := url.Parse(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := requestinfo.Parse(tc.method, u).Operation(); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

@@ -270,7 +270,7 @@ func (s *Server) serveResource(c echo.Context) error {
 	if b == nil {
 		return echo.ErrNotFound
 	}
-	nameSpan(req.Context(), info)
+	describeSpan(req.Context(), info)
 	if err := s.readBody(c); err != nil {
 		return err
 	}
@@ -330,10 +330,10 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// nameSpan names the request's server span, which the service's tracing
-// handler started, after the operation rather than the URL, and says
-// which resource it acts on.
-func nameSpan(ctx context.Context, info *requestinfo.Info) {
+// describeSpan says which resource the request's server span, which the
+// service's tracing handler started (named requestinfo.SpanName), acts
+// on.
+func describeSpan(ctx context.Context, info *requestinfo.Info) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -342,7 +342,6 @@ func nameSpan(ctx context.Context, info *requestinfo.Info) {
 	if info.Subresource != "" {
 		resource += "/" + info.Subresource
 	}
-	span.SetName(info.Verb + " " + resource)
 	span.SetAttributes(
 		attribute.String("kplane.request.verb", info.Verb),
 		attribute.String("kplane.request.group", info.APIGroup),

@@ -104,6 +104,8 @@ type settings struct {
 	// args are extra arguments of services, by name (kplane-up
 	// --<name>-arg).
 	args map[string][]string
+	// launcher are arguments of kplane-up itself.
+	launcher []string
 }
 
 // WithServices runs only the services called names (kplane-up
@@ -128,6 +130,14 @@ func WithArgs(name string, args ...string) Option {
 	return func(s *settings) { s.args[name] = append(s.args[name], args...) }
 }
 
+// WithTracing sends every service's traces to the OTLP receiver at
+// endpoint over protocol (kplane-up --tracing-*), every trace sampled.
+func WithTracing(endpoint, protocol string) Option {
+	return func(s *settings) {
+		s.launcher = append(s.launcher, "--tracing-endpoint="+endpoint, "--tracing-protocol="+protocol, "--tracing-sampling-rate-per-million=1000000")
+	}
+}
+
 // Start runs kplane-up on a temporary data directory and free ports, waits
 // until every service is ready, and stops it when the test ends.
 func Start(t testing.TB, opts ...Option) *System {
@@ -140,7 +150,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		o(&set)
 	}
 	if ext := external(t); ext != nil {
-		if len(set.services) > 0 || len(set.replicas) > 0 || len(set.args) > 0 {
+		if len(set.services) > 0 || len(set.replicas) > 0 || len(set.args) > 0 || len(set.launcher) > 0 {
 			t.Skip("needs a system started its own way; " + ExternalEnv + " names one already running")
 		}
 		return ext
@@ -162,7 +172,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		Ports:   map[string]int{},
 		output:  &lockedBuffer{},
 	}
-	args := []string{"--data-dir=" + s.DataDir, "--bin-dir=" + bin, "--stop-grace=20s"}
+	args := append([]string{"--data-dir=" + s.DataDir, "--bin-dir=" + bin, "--stop-grace=20s"}, set.launcher...)
 	// Every service gets a free port, running or not, so that no default
 	// port of a developer's own make up is touched.
 	names := []string{"etcd", "nats"}

@@ -42,12 +42,12 @@ type Chain interface {
 
 // Server is one replica of the admission service.
 type Server struct {
-	cfg   *Config
-	log   *slog.Logger
-	nats  *nats.Conn
-	ln    net.Listener
-	http  *http.Server
-	rpc   *natsrpc.Server
+	cfg  *Config
+	log  *slog.Logger
+	nats *nats.Conn
+	ln   net.Listener
+	http *http.Server
+	rpc  *natsrpc.Server
 	// reviews is what the reviews answered and asked for over NATS report
 	// to.
 	reviews *natsrpc.Observer

@@ -27,8 +27,8 @@ type filter struct {
 // request meets them in this order. The access log comes first, so that
 // its line has the code of every answer, a recovered panic's 500
 // included; panic recovery next so that nothing past it escapes; request
-// info next, as every later step reads it, and tracing, which names the
-// request's span after it;
+// info next, as every later step reads it, and tracing, which describes
+// the request on its span;
 // metrics outside the limits so that their 429, 413 and 504 answers are
 // counted; the timeout before anything that waits on the client or on
 // authn and authz, as kube's request deadline is, and it also sets the

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	restclient "k8s.io/client-go/rest"
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -23,6 +24,7 @@ import (
 
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/services/gateway/internal/authn"
@@ -247,7 +249,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	// The authenticators verify client certificates.
-	srv := s.cfg.serving.NewServer(s.cfg.serving.Tracing.Handler(s.echo, "KubernetesAPI"))
+	srv := s.cfg.serving.NewServer(s.cfg.serving.Tracing.Handler(s.echo, "KubernetesAPI", otelhttp.WithSpanNameFormatter(requestinfo.SpanName)))
 	// The handshake names the front proxies' CA too, so that they pick
 	// their certificate.
 	srv.TLSConfig.ClientCAs = s.cfg.handshakeCAs

@@ -9,12 +9,12 @@ import (
 	"kplane.dev/libs/apiserver/frontproxy"
 )
 
-// traceRequest names the request's server span after the Kubernetes
-// operation (its verb and resource, as kube's audit names it) rather
-// than the URL, whose names and namespaces would make every span name
-// unique, and adds who made it once authentication has said. The HTTP
-// server's tracing handler started the span and sets the response code
-// when the response is written.
+// traceRequest says on the request's server span which resource the
+// request acts on and, once authentication has said, who made it. The
+// HTTP server's tracing handler started the span, named after the
+// operation (requestinfo.SpanName) rather than the URL, whose names would
+// make every span name unique, and sets the response code when the
+// response is written.
 func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		span := trace.SpanFromContext(c.Request().Context())
@@ -28,7 +28,6 @@ func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			if info.Subresource != "" {
 				resource += "/" + info.Subresource
 			}
-			span.SetName(info.Verb + " " + resource)
 			attrs = append(attrs,
 				attribute.String("kplane.request.group", info.APIGroup),
 				attribute.String("kplane.request.version", info.APIVersion),
@@ -36,8 +35,6 @@ func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			if info.Namespace != "" {
 				attrs = append(attrs, semconv.K8SNamespaceName(info.Namespace))
 			}
-		} else {
-			span.SetName(info.Verb + " " + info.Path)
 		}
 		span.SetAttributes(attrs...)
 		err := next(c)
