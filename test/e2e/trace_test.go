@@ -139,8 +139,8 @@ func attributes(kvs []*commonpb.KeyValue) map[string]string {
 // (so that authn and authz are asked) past a validating webhook, and
 // finds one trace of that request that covers every hop: the gateway,
 // authn, authz, core (its watch cache too), admission, the webhook call
-// and etcd, each span a
-// descendant of the gateway's, each sent by the service it names.
+// and etcd, each span a descendant of the gateway's, each sent by the
+// service it names.
 func TestTrace(t *testing.T) {
 	// Spans are sent a tenth of a second after they end rather than five
 	// seconds, and nothing in the environment renames the services.
