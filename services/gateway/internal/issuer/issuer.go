@@ -28,8 +28,8 @@ const cacheControl = "public, max-age=3600"
 
 // Handler returns the handler of the document at path (DiscoveryPath or
 // KeysPath), fetched from authn over nc on every request: authn owns the
-// keys and rotates them.
-func Handler(nc *nats.Conn, path string, log *slog.Logger) echo.HandlerFunc {
+// keys and rotates them. The requests report to obs.
+func Handler(nc *nats.Conn, path string, obs *natsrpc.Observer, log *slog.Logger) echo.HandlerFunc {
 	subject, contentType := protoauthn.SubjectIssuerDiscovery, "application/json"
 	if path == KeysPath {
 		subject, contentType = protoauthn.SubjectIssuerKeys, "application/jwk-set+json"
@@ -37,7 +37,7 @@ func Handler(nc *nats.Conn, path string, log *slog.Logger) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), natsrpc.DefaultTimeout)
 		defer cancel()
-		doc, err := natsrpc.Request(ctx, nc, subject, nil, natsrpc.Idempotent())
+		doc, err := natsrpc.Request(ctx, nc, subject, nil, natsrpc.Idempotent(), natsrpc.Observe(obs))
 		if err == nil && !json.Valid(doc) {
 			err = apierrors.NewInternalError(fmt.Errorf("the reply on %s is not JSON", subject))
 		}

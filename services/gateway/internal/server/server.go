@@ -212,8 +212,8 @@ func New(cfg *Config) (*Server, error) {
 	s.echo.GET("/version", version)
 	s.echo.GET("/version/", version)
 	s.echo.GET("/metrics", echo.WrapHandler(filters.MetricsHandler(reg)))
-	s.echo.GET(issuer.DiscoveryPath, issuer.Handler(nc, issuer.DiscoveryPath, cfg.log))
-	s.echo.GET(issuer.KeysPath, issuer.Handler(nc, issuer.KeysPath, cfg.log))
+	s.echo.GET(issuer.DiscoveryPath, issuer.Handler(nc, issuer.DiscoveryPath, reviews, cfg.log))
+	s.echo.GET(issuer.KeysPath, issuer.Handler(nc, issuer.KeysPath, reviews, cfg.log))
 	// The documents get a router of their own: echo matches
 	// /apis/:group/:version for deeper paths too, which are resources to
 	// proxy, so route picks the documents' paths itself.
