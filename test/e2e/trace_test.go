@@ -18,6 +18,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"kplane.dev/test/e2e/harness"
 )
@@ -205,6 +207,48 @@ func TestTrace(t *testing.T) {
 		}
 		t.Fatalf("trace %s of the create of %s: %v", traceID, name, err)
 	}
+
+	t.Run("a client's trace is continued", func(t *testing.T) {
+		const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+		cfg := sys.RESTConfig(t)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return withTraceparent{next: rt, value: "00-" + clientTrace + "-" + clientSpan + "-01"}
+		})
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := eventually(t.Context(), 30*time.Second, func(context.Context) error {
+			spans := receiver.trace(clientTrace)
+			gateway := slices.IndexFunc(spans, func(s receivedSpan) bool {
+				return s.service == "kplane-gateway" && s.kind == tracepb.Span_SPAN_KIND_SERVER && s.parent == clientSpan && s.name == "get configmaps"
+			})
+			if gateway < 0 {
+				return fmt.Errorf("no gateway span get configmaps under the client's span %s in %d spans", clientSpan, len(spans))
+			}
+			if !slices.ContainsFunc(spans, func(s receivedSpan) bool { return s.service == "kplane-core" && s.name == "get configmaps" }) {
+				return fmt.Errorf("no core span get configmaps in the client's trace")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// withTraceparent sends every request with a client's own trace context.
+type withTraceparent struct {
+	next  http.RoundTripper
+	value string
+}
+
+func (w withTraceparent) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", w.value)
+	return w.next.RoundTrip(r)
 }
 
 // wantSpan is a span the trace must hold: sent by service, named name
