@@ -93,16 +93,6 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // Enabled says whether p makes spans.
 func (p *Provider) Enabled() bool { return p != nil }
 
-// Tracer is the tracer of the instrumentation scope name (the package
-// that makes the spans), or nil when p is nil: callers check Enabled, or
-// use Start.
-func (p *Provider) Tracer(name string) trace.Tracer {
-	if p == nil {
-		return nil
-	}
-	return p.sdk.Tracer(name)
-}
-
 // Inject writes the trace context of ctx into c (NATSHeader for a NATS
 // message).
 func (p *Provider) Inject(ctx context.Context, c propagation.TextMapCarrier) {
