@@ -16,4 +16,10 @@
 // meta.k8s.io/v1 Status as its body. A request nobody answers becomes a 503
 // ServiceUnavailable, a request that times out a 504 Timeout, a replica
 // that is full a 429 TooManyRequests.
+//
+// An Observer makes one trace of both sides of the hop: the requester's
+// client span travels in the request's headers as W3C trace context, and
+// the replica serves the request in a server span under it. It also
+// measures the requests by subject and outcome, on the requesting side,
+// where the wait is felt.
 package natsrpc
