@@ -139,8 +139,13 @@ type authenticator func(r *http.Request) (*frontproxy.User, error)
 // a request without credentials is anonymous if that is enabled. The
 // credential that authenticated is removed from r.
 func (a *Authenticator) Authenticate(r *http.Request) (*frontproxy.User, error) {
+	in := r
 	ctx, span := a.opts.Tracing.Start(r.Context(), scope, "authenticate", trace.WithSpanKind(trace.SpanKindInternal))
-	u, err := a.authenticate(r.WithContext(ctx))
+	if ctx != r.Context() {
+		// Only a span costs a copy of the request.
+		in = r.WithContext(ctx)
+	}
+	u, err := a.authenticate(in)
 	if span.IsRecording() {
 		if u != nil {
 			span.SetAttributes(semconv.UserName(u.Name))
