@@ -106,6 +106,13 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(out)
 }
 
+// count is how many spans have been received.
+func (r *otlpReceiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.spans)
+}
+
 // trace is the spans received so far of trace id.
 func (r *otlpReceiver) trace(id string) []receivedSpan {
 	r.mu.Lock()
@@ -150,7 +157,7 @@ func TestTrace(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
 	receiver := newOTLPReceiver(t)
-	sys := harness.Start(t, harness.WithTracing(receiver.URL, "http/protobuf"))
+	sys := harness.Start(t, harness.WithTracing(receiver.URL, "http/protobuf", 1_000_000))
 	hook := newAdmissionWebhook(t)
 
 	const ns, path = "e2e-trace", "/allow-trace"

@@ -131,10 +131,12 @@ func WithArgs(name string, args ...string) Option {
 }
 
 // WithTracing sends every service's traces to the OTLP receiver at
-// endpoint over protocol (kplane-up --tracing-*), every trace sampled.
-func WithTracing(endpoint, protocol string) Option {
+// endpoint over protocol (kplane-up --tracing-*), sampling perMillion of
+// the traces a service starts; a caller's sampled trace is always
+// followed.
+func WithTracing(endpoint, protocol string, perMillion int) Option {
 	return func(s *settings) {
-		s.launcher = append(s.launcher, "--tracing-endpoint="+endpoint, "--tracing-protocol="+protocol, "--tracing-sampling-rate-per-million=1000000")
+		s.launcher = append(s.launcher, "--tracing-endpoint="+endpoint, "--tracing-protocol="+protocol, "--tracing-sampling-rate-per-million="+strconv.Itoa(perMillion))
 	}
 }
 
