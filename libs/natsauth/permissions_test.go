@@ -12,6 +12,7 @@ import (
 
 	"kplane.dev/libs/natstest"
 	"kplane.dev/proto/access"
+	"kplane.dev/proto/audit"
 	"kplane.dev/proto/authn"
 	"kplane.dev/proto/authz"
 	"kplane.dev/proto/changefeed"
@@ -88,6 +89,12 @@ func TestPermissionsDeny(t *testing.T) {
 				attempt{s.Name + " publishes to the change feed", s.Name, publish(changefeed.Subject("", "v1", "secrets"))},
 			)
 		}
+		if s.Name != access.Gateway {
+			attempts = append(attempts,
+				attempt{s.Name + " publishes an audit event", s.Name, publish(audit.Subject("ResponseComplete"))},
+				attempt{s.Name + " creates the audit stream", s.Name, publish("$JS.API.STREAM.CREATE." + audit.StreamName)},
+			)
+		}
 		attempts = append(attempts,
 			attempt{s.Name + " subscribes to every inbox", s.Name, subscribe("_INBOX.>", "")},
 			attempt{s.Name + " subscribes to everything", s.Name, subscribe(">", "")},
@@ -116,6 +123,10 @@ func TestPermissionsDeny(t *testing.T) {
 		attempt{"core purges the change feed", access.Core, publish("$JS.API.STREAM.PURGE." + changefeed.StreamName)},
 		attempt{"core creates another stream", access.Core, publish("$JS.API.STREAM.CREATE.OTHER")},
 		attempt{"core publishes outside the change feed", access.Core, publish("kplane.other")},
+		attempt{"gateway subscribes to the audit stream", access.Gateway, subscribe(audit.StreamSubjects, "")},
+		attempt{"gateway purges the audit stream", access.Gateway, publish("$JS.API.STREAM.PURGE." + audit.StreamName)},
+		attempt{"gateway updates the audit stream", access.Gateway, publish("$JS.API.STREAM.UPDATE." + audit.StreamName)},
+		attempt{"gateway creates a consumer of the audit stream", access.Gateway, publish("$JS.API.CONSUMER.CREATE." + audit.StreamName)},
 	)
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"kplane.dev/proto/audit"
 	"kplane.dev/proto/authn"
 	"kplane.dev/proto/authz"
 	"kplane.dev/proto/changefeed"
@@ -84,11 +85,14 @@ func Services() []Service {
 	}
 	return []Service{
 		{
+			// The gateway writes the audit stream, creating it when it
+			// is missing.
 			Name: Gateway,
-			Publish: []string{
+			Publish: slices.Concat([]string{
 				authn.SubjectTokenReview, authn.SubjectIssuerDiscovery, authn.SubjectIssuerKeys,
 				authz.SubjectAccessReview,
-			},
+				audit.StreamSubjects,
+			}, StreamAPI(audit.StreamName)),
 			Subscribe: []Subscription{{Subject: authz.SubjectInvalidate}},
 		},
 		{

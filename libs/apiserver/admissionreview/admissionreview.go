@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apiserver/pkg/warning"
 
+	"kplane.dev/libs/apiserver/auditannotation"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/proto/admission"
@@ -154,6 +155,11 @@ func (a *Admission) ask(ctx context.Context, subject string, attrs *rest.Attribu
 	}
 	for _, w := range v.Warnings {
 		warning.AddWarning(ctx, "", w)
+	}
+	// A refused write is audited with the annotations made before the
+	// refusal too, as kube audits it.
+	for k, val := range v.AuditAnnotations {
+		auditannotation.Add(ctx, k, val)
 	}
 	if !v.Allowed {
 		st := metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: "admission refused the request"}

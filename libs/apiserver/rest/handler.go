@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/apistatus"
+	"kplane.dev/libs/apiserver/auditannotation"
 	"kplane.dev/libs/apiserver/patch"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/apiserver/resource"
@@ -110,7 +111,10 @@ func (h *Handler) serve(c echo.Context, info *requestinfo.Info) error {
 	}
 	// Libraries a strategy calls warn through the context, as kube's CEL
 	// validation does of a rule failure that ratcheting let through.
-	c.SetRequest(c.Request().WithContext(warning.WithWarningRecorder(c.Request().Context(), w)))
+	// Admission's audit annotations go back to the gateway, which audits
+	// the request.
+	ctx := auditannotation.WithRecorder(c.Request().Context(), c.Response().Header())
+	c.SetRequest(c.Request().WithContext(warning.WithWarningRecorder(ctx, w)))
 	if !h.r.Namespaced && info.Namespace != "" {
 		// Only /api/v1/namespaces/<name> gets here with a namespace:
 		// request info names the namespace itself as its namespace, as

@@ -13,6 +13,7 @@ import (
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/services/gateway/internal/audit"
 	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/impersonation"
 )
@@ -24,15 +25,17 @@ type filter struct {
 }
 
 // filters are the steps of s's handler chain, outermost first: a
-// request meets them in this order. The access log comes first, so that
-// its line has the code of every answer, a recovered panic's 500
-// included; panic recovery next so that nothing past it escapes; request
-// info next, as every later step reads it, and tracing, which describes
-// the request on its span;
+// request meets them in this order. The audit ID comes first, as kube's
+// audit init, so that every answer carries it and the access log can
+// name it. The access log next, so that its line has the code of every
+// answer, a recovered panic's 500 included; panic recovery next so that
+// nothing past it escapes; request info next, as every later step reads
+// it, and tracing, which describes the request on its span;
 // metrics outside the limits so that their 429, 413 and 504 answers are
 // counted; the timeout before anything that waits on the client or on
 // authn and authz, as kube's request deadline is, and it also sets the
-// read deadline of the body. Then who may do what, before any byte of the
+// read deadline of the body. Then who may do what, audited from the
+// moment the user is known, as kube audits: before any byte of the
 // body is read and before any limit is taken, so that a request that will
 // be refused (an anonymous write) is refused at once and holds nothing:
 // authentication, impersonation (which authorizes the impersonate verb
@@ -42,6 +45,7 @@ type filter struct {
 // body to the proxy.
 func (s *Server) filters() []filter {
 	return []filter{
+		{"auditid", audit.WithID},
 		{"accesslog", s.limits.AccessLog()},
 		{"panicrecovery", s.recoverPanic},
 		{"requestinfo", withRequestInfo},
@@ -50,6 +54,7 @@ func (s *Server) filters() []filter {
 		{"endlongrunningonshutdown", s.limits.EndLongRunningOnShutdown()},
 		{"timeout", s.limits.Timeout()},
 		{"authentication", s.authenticate},
+		{"audit", s.audit},
 		{"impersonation", s.impersonate},
 		{"authorization", s.authorize},
 		{"maxinflight", s.limits.MaxInFlight()},
@@ -147,10 +152,26 @@ func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if u != nil {
 			s.log.Debug("impersonating", "user", requestor.Name, "as", u.Name)
+			audit.SetImpersonatedUser(r.Context(), u)
 			c.SetRequest(r.WithContext(frontproxy.WithUser(r.Context(), u)))
 		}
 		return next(c)
 	}
+}
+
+// kube's audit annotations of the authorization decision.
+const (
+	decisionAnnotation = "authorization.k8s.io/decision"
+	reasonAnnotation   = "authorization.k8s.io/reason"
+)
+
+// audit records the request by the audit policy; without one it does
+// nothing.
+func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.auditor == nil {
+		return next
+	}
+	return s.auditor.Filter(next)
 }
 
 // authorize lets the request on only when its user may make it: kube's
@@ -162,11 +183,14 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		attrs := authz.AttributesOf(u, requestInfo(c))
 		d, err := s.authz.Authorize(r.Context(), attrs)
 		if err != nil {
+			audit.AddAnnotations(r.Context(), reasonAnnotation, "internal error")
 			return apistatus.Write(c, err)
 		}
 		if !d.Allowed {
+			audit.AddAnnotations(r.Context(), decisionAnnotation, "forbid", reasonAnnotation, d.Reason)
 			return apistatus.Write(c, authz.Forbidden(attrs, d.Reason))
 		}
+		audit.AddAnnotations(r.Context(), decisionAnnotation, "allow", reasonAnnotation, d.Reason)
 		return next(c)
 	}
 }

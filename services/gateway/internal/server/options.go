@@ -22,6 +22,7 @@ import (
 	"kplane.dev/libs/serviceresolver"
 	"kplane.dev/libs/serving"
 
+	auditoptions "kplane.dev/services/gateway/internal/audit/options"
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/availability"
@@ -83,6 +84,8 @@ type Options struct {
 	// AvailabilityInterval is how often every APIService's server is
 	// probed when no route changed.
 	AvailabilityInterval time.Duration
+	// Audit is kube's audit policy and backends.
+	Audit *auditoptions.Options
 }
 
 // NewOptions returns the defaults.
@@ -98,6 +101,7 @@ func NewOptions() *Options {
 		Filters:              filters.DefaultConfig(),
 		DocumentsInterval:    discovery.DefaultInterval,
 		AvailabilityInterval: availability.DefaultInterval,
+		Audit:                auditoptions.NewOptions(),
 	}
 }
 
@@ -121,6 +125,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Filters.AddFlags(fs)
 	fs.DurationVar(&o.DocumentsInterval, "discovery-interval", o.DocumentsInterval, "how often the discovery and OpenAPI documents are fetched from the backends again when no APIService changed")
 	fs.DurationVar(&o.AvailabilityInterval, "apiservice-probe-interval", o.AvailabilityInterval, "how often the server of every APIService is probed to keep its Available condition")
+	o.Audit.AddFlags(fs)
 }
 
 // Validate reports every problem with o.
@@ -168,6 +173,7 @@ func (o *Options) Validate() []error {
 	}
 	f := o.filters()
 	errs = append(errs, f.Validate()...)
+	errs = append(errs, o.Audit.Validate()...)
 	return errs
 }
 
@@ -195,6 +201,7 @@ type Config struct {
 	filters              filters.Config
 	documentsInterval    time.Duration
 	availabilityInterval time.Duration
+	audit                *auditoptions.Options
 	log                  *slog.Logger
 }
 
@@ -217,6 +224,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		authorizedTTL:        o.AuthorizedTTL,
 		unauthorizedTTL:      o.UnauthorizedTTL,
 		nats:                 o.NATS,
+		audit:                o.Audit,
 	}
 	if c.requestHeader, err = o.RequestHeader.config(); err != nil {
 		return nil, err

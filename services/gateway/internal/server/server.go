@@ -27,6 +27,7 @@ import (
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
+	auditoptions "kplane.dev/services/gateway/internal/audit/options"
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
 	"kplane.dev/services/gateway/internal/availability"
@@ -37,6 +38,10 @@ import (
 	"kplane.dev/services/gateway/internal/proxy"
 	"kplane.dev/services/gateway/internal/routing"
 )
+
+// auditFlushTimeout bounds how long shutdown waits for the audit
+// backends to send what they hold.
+const auditFlushTimeout = 10 * time.Second
 
 // Identity is who the gateway is when it calls core for itself (to
 // register and follow APIServices).
@@ -66,6 +71,8 @@ type Server struct {
 	availability *availability.Controller
 	// documents serves the discovery and OpenAPI documents.
 	documents *echo.Echo
+	// auditor audits requests; nil without an audit policy.
+	auditor *auditoptions.Audit
 }
 
 // New builds the gateway cfg describes.
@@ -177,6 +184,9 @@ func New(cfg *Config) (*Server, error) {
 	); err != nil {
 		return nil, err
 	}
+	if s.auditor, err = cfg.audit.New(nc, reg, cfg.log, requestInfo, filters.LongRunning); err != nil {
+		return nil, err
+	}
 	// Every route carries its backend's client; core's is the fallback.
 	backendClient := core.Client(0)
 	// A backend's documents that change without a route changing (a CRD
@@ -285,6 +295,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if err := s.authz.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
+	}
+	if s.auditor != nil {
+		// The events of the last requests are sent before NATS closes.
+		ctx, cancel := context.WithTimeout(context.Background(), auditFlushTimeout)
+		runErr = errors.Join(runErr, s.auditor.Close(ctx))
+		cancel()
 	}
 	s.nc.Close()
 	if err := s.cfg.serving.Tracing.Shutdown(ctx); err != nil {
