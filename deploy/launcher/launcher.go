@@ -109,6 +109,9 @@ func Run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
+	if err := ensureAuditPolicy(cfg.dataDir); err != nil {
+		return err
+	}
 	for _, dir := range []string{PoliciesDir, AdmissionPoliciesDir} {
 		if err := os.MkdirAll(filepath.Join(cfg.dataDir, dir), 0o700); err != nil {
 			return fmt.Errorf("create the policy directory: %w", err)
@@ -213,8 +216,9 @@ func Run(ctx context.Context, cfg *Config) error {
 		return wait(ctx, cfg, failed)
 	}
 	cfg.log.Info("kplane ready", "kubeconfig", kubeconfig)
-	fmt.Fprintf(cfg.out, "\nkplane is ready. Use it with:\n\n  export KUBECONFIG=%s\n  kubectl get ns\n\nLogs: %s\nStop: Ctrl-C here, or make down\n\n",
-		relative(kubeconfig), relative(filepath.Join(cfg.dataDir, logsDir)))
+	fmt.Fprintf(cfg.out, "\nkplane is ready. Use it with:\n\n  export KUBECONFIG=%s\n  kubectl get ns\n\nLogs: %s\nAudit log: %s (policy: %s)\nStop: Ctrl-C here, or make down\n\n",
+		relative(kubeconfig), relative(filepath.Join(cfg.dataDir, logsDir)),
+		relative(filepath.Join(cfg.dataDir, logsDir, AuditLogFile)), relative(filepath.Join(cfg.dataDir, AuditPolicyFile)))
 
 	return wait(ctx, cfg, failed)
 }

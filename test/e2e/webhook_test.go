@@ -109,6 +109,9 @@ func (w *admissionWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		}
 	}
+	if p == "/deny-audited" {
+		response["auditAnnotations"] = map[string]string{"verdict": "refused"}
+	}
 	switch {
 	case strings.HasPrefix(p, "/deny"):
 		response["allowed"] = false

@@ -111,11 +111,11 @@ func (c *Chain) Mutate(ctx context.Context, r *admission.Review) (*admission.Ver
 		endStep(span, err)
 		if res != nil {
 			warnings = append(warnings, res.Warnings...)
+			annotations = merge(annotations, res.AuditAnnotations)
 		}
 		if err != nil {
-			return refusal(err, warnings)
+			return refusal(err, warnings, annotations)
 		}
-		annotations = merge(annotations, res.AuditAnnotations)
 		if res.Object != nil {
 			a = a.WithObject(res.Object)
 			changed = true
@@ -150,11 +150,11 @@ func (c *Chain) Validate(ctx context.Context, r *admission.Review) (*admission.V
 		endStep(span, err)
 		if res != nil {
 			warnings = append(warnings, res.Warnings...)
+			annotations = merge(annotations, res.AuditAnnotations)
 		}
 		if err != nil {
-			return refusal(err, warnings)
+			return refusal(err, warnings, annotations)
 		}
-		annotations = merge(annotations, res.AuditAnnotations)
 	}
 	return &admission.Verdict{Allowed: true, Warnings: warnings, AuditAnnotations: annotations, Idle: c.validateIdle(a)}, nil
 }
@@ -199,13 +199,13 @@ func (c *Chain) unsynced(r *admission.Review) *admission.Verdict {
 // refusal is the verdict of a step's error: a status error refuses the
 // write as it says; any other is the chain failing, which the requester
 // turns into a failed write.
-func refusal(err error, warnings []string) (*admission.Verdict, error) {
+func refusal(err error, warnings []string, annotations map[string]string) (*admission.Verdict, error) {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return nil, err
 	}
 	status := st.Status()
-	return &admission.Verdict{Allowed: false, Status: &status, Warnings: warnings}, nil
+	return &admission.Verdict{Allowed: false, Status: &status, Warnings: warnings, AuditAnnotations: annotations}, nil
 }
 
 // merge adds b's annotations to a's, the first value of a key winning as

@@ -60,7 +60,9 @@ func (d *Dispatcher) Validate(ctx context.Context, a *review.Attributes) (*revie
 	wg.Wait()
 	close(errs)
 	if err, ok := <-errs; ok {
-		return nil, err
+		// A refusal keeps the warnings and audit annotations made, as
+		// kube audits a refused write with them.
+		return rec.result(nil), err
 	}
 	return rec.result(nil), nil
 }
