@@ -276,6 +276,45 @@ func TestFilterToWebhook(t *testing.T) {
 	}
 }
 
+// TestFailedAuthentication audits a refused credential as kube does:
+// one ResponseStarted event, with no user.
+func TestFailedAuthentication(t *testing.T) {
+	c := newCollector(t, false)
+	a := newAuditor(t, prometheus.NewRegistry(), audit.Backend{Name: "webhook", Sink: c.webhook(t), BufferSize: 10, MaxBatchSize: 10})
+	e := echo.New()
+	e.Use(audit.WithID)
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := c.JSON(http.StatusUnauthorized, map[string]any{"kind": "Status", "code": 401})
+			a.FailedAuthentication(c)
+			return err
+		}
+	})
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/default/secrets/s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer wrong")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []summary
+	for _, ev := range c.events() {
+		got = append(got, summarize(ev))
+	}
+	want := []summary{{Stage: "ResponseStarted", Verb: "get", URI: "/api/v1/namespaces/default/secrets/s", Ref: "/v1/secrets/default/s", Status: "401   Authentication failed, attempted: bearer"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
 // TestClientAuditID keeps the client's Audit-ID, as kube does.
 func TestClientAuditID(t *testing.T) {
 	c := newCollector(t, false)

@@ -133,7 +133,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		u, err := s.authn.Authenticate(r)
 		if err != nil {
-			return apistatus.Write(c, err)
+			werr := apistatus.Write(c, err)
+			if s.auditor != nil {
+				s.auditor.FailedAuthentication(c)
+			}
+			return werr
 		}
 		c.SetRequest(r.WithContext(frontproxy.WithUser(r.Context(), u)))
 		return next(c)
