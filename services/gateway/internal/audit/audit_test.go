@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -151,6 +152,7 @@ func api(t *testing.T, a *audit.Auditor) *httptest.Server {
 		return err
 	})
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/api/v1/namespaces/:ns/configmaps/:name", func(echo.Context) error { panic("boom") })
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return srv
@@ -310,6 +312,30 @@ func TestFailedAuthentication(t *testing.T) {
 		got = append(got, summarize(ev))
 	}
 	want := []summary{{Stage: "ResponseStarted", Verb: "get", URI: "/api/v1/namespaces/default/secrets/s", Ref: "/v1/secrets/default/s", Status: "401   Authentication failed, attempted: bearer"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestPanic audits a handler's panic as kube does, at stage Panic, and
+// lets the panic go on.
+func TestPanic(t *testing.T) {
+	c := newCollector(t, false)
+	a := newAuditor(t, prometheus.NewRegistry(), audit.Backend{Name: "webhook", Sink: c.webhook(t), BufferSize: 10, MaxBatchSize: 10})
+	srv := api(t, a)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if _, err := http.Get(srv.URL + "/api/v1/namespaces/default/configmaps/c"); err == nil {
+		t.Errorf("the panic was answered: it did not reach the HTTP server")
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []summary
+	for _, ev := range c.events() {
+		got = append(got, summarize(ev))
+	}
+	want := []summary{{Stage: "Panic", Verb: "get", URI: "/api/v1/namespaces/default/configmaps/c", Ref: "/v1/configmaps/default/c",
+		Status: "500 Failure InternalError APIServer panic'd: boom"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
