@@ -132,7 +132,9 @@ func api(t *testing.T, a *audit.Auditor) *httptest.Server {
 			return err
 		}
 		audit.AddAnnotations(c.Request().Context(), "authorization.k8s.io/decision", "allow")
-		// As core records admission's annotations.
+		// As core records admission's annotations, and the gateway
+		// trusts core.
+		audit.TrustBackend(c.Request().Context())
 		auditannotation.Add(auditannotation.WithRecorder(c.Request().Context(), c.Response().Header()), "example.com/webhook", "seen")
 		var obj map[string]any
 		if err := json.Unmarshal(body, &obj); err != nil {
@@ -142,6 +144,8 @@ func api(t *testing.T, a *audit.Auditor) *httptest.Server {
 		return c.JSON(http.StatusCreated, obj)
 	})
 	e.GET("/api/v1/namespaces/:ns/secrets/:name", func(c echo.Context) error {
+		// An aggregated API server's annotations are not recorded.
+		auditannotation.Add(auditannotation.WithRecorder(c.Request().Context(), c.Response().Header()), "example.com/untrusted", "dropped")
 		return c.JSON(http.StatusNotFound, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
 			"message": `secrets "s" not found`, "reason": "NotFound", "code": 404, "details": map[string]any{"name": "s", "kind": "secrets"}})
 	})

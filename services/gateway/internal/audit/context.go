@@ -25,6 +25,9 @@ type requestAudit struct {
 	mu           sync.Mutex
 	annotations  map[string]string
 	impersonated *authnv1.UserInfo
+	// fromBackend says the answer comes from a backend whose audit
+	// annotations are recorded (core, crd).
+	fromBackend bool
 }
 
 type requestKey struct{}
@@ -101,6 +104,18 @@ func userInfo(u *frontproxy.User) authnv1.UserInfo {
 	return ui
 }
 
+// TrustBackend records the audit annotations the answer to the request
+// of ctx carries: call it when a storage service of kplane (core, crd)
+// answers, not an aggregated API server of a user, whose annotations
+// are dropped as kube-aggregator drops them.
+func TrustBackend(ctx context.Context) {
+	if ra := from(ctx); ra != nil {
+		ra.mu.Lock()
+		ra.fromBackend = true
+		ra.mu.Unlock()
+	}
+}
+
 // WithID gives every request an audit ID, as kube's audit init filter
 // does, audited or not: the client's Audit-ID header, else a new UUID. It
 // is echoed in the Audit-ID response header and sent on to the backend so
@@ -126,6 +141,9 @@ func WithID(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			ra.mu.Lock()
 			defer ra.mu.Unlock()
+			if !ra.fromBackend {
+				return
+			}
 			for k, v := range annotations {
 				ra.addLocked(k, v)
 			}

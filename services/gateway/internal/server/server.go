@@ -27,6 +27,7 @@ import (
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
+	"kplane.dev/services/gateway/internal/audit"
 	auditoptions "kplane.dev/services/gateway/internal/audit/options"
 	"kplane.dev/services/gateway/internal/authn"
 	"kplane.dev/services/gateway/internal/authz"
@@ -374,6 +375,9 @@ func (s *Server) route(c echo.Context) error {
 			return apistatus.Write(c, apierrors.NewServiceUnavailable("service unavailable"))
 		}
 		backend = rt.Backend
+	}
+	if backend == s.core || backend == s.crd {
+		audit.TrustBackend(r.Context())
 	}
 	info := requestInfo(c)
 	if filters.LongRunning(info) {
