@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -21,7 +22,11 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"kplane.dev/libs/apiserver/auditannotation"
 	"kplane.dev/libs/apiserver/frontproxy"
@@ -342,6 +347,54 @@ func TestPanic(t *testing.T) {
 		Status: "500 Failure InternalError APIServer panic'd: boom"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestProtobufObjects records protobuf bodies as JSON, as kube does.
+func TestProtobufObjects(t *testing.T) {
+	c := newCollector(t, false)
+	a := newAuditor(t, prometheus.NewRegistry(), audit.Backend{Name: "webhook", Sink: c.webhook(t), BufferSize: 10, MaxBatchSize: 10})
+	e := echo.New()
+	e.Use(audit.WithID)
+	e.Use(a.Filter)
+	e.POST("/api/v1/namespaces/:ns/configmaps", func(c echo.Context) error {
+		body, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return err
+		}
+		return c.Blob(http.StatusCreated, runtime.ContentTypeProtobuf, body)
+	})
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Data: map[string]string{"k": "v"}}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		t.Fatal("no protobuf serializer")
+	}
+	body, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(srv.URL+"/api/v1/namespaces/default/configmaps", runtime.ContentTypeProtobuf, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	events := c.events()
+	if len(events) != 1 {
+		t.Fatalf("%d events, want 1", len(events))
+	}
+	want := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"p"},"data":{"k":"v"}}`
+	for name, obj := range map[string]*runtime.Unknown{"request": events[0].RequestObject, "response": events[0].ResponseObject} {
+		if obj == nil || string(obj.Raw) != want {
+			t.Errorf("%s object %v, want %s", name, obj, want)
+		}
+	}
+	if ref := events[0].ObjectRef; ref == nil || ref.Name != "p" {
+		t.Errorf("objectRef %+v, want the name from the body", ref)
 	}
 }
 

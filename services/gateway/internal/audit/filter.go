@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
@@ -321,7 +322,8 @@ func (c *capture) write(p []byte) {
 }
 
 // json is the captured body as compact JSON, or nil when it was cut
-// short, empty or neither JSON nor YAML (protobuf is not recorded).
+// short, empty, or in a form not read here (protobuf of a type the
+// gateway does not know: an aggregated API server's).
 func (c *capture) json(contentType string) []byte {
 	if c.truncated || c.buf.Len() == 0 {
 		return nil
@@ -340,6 +342,16 @@ func (c *capture) json(contentType string) []byte {
 		raw = b.Bytes()
 	case "application/yaml", "application/apply-patch+yaml":
 		if raw, err = yaml.YAMLToJSON(c.buf.Bytes()); err != nil {
+			return nil
+		}
+	case runtime.ContentTypeProtobuf:
+		// Kube records every object as JSON, whatever its client sent.
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(c.buf.Bytes(), nil, nil)
+		if err != nil {
+			return nil
+		}
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+		if raw, err = json.Marshal(obj); err != nil {
 			return nil
 		}
 	default:
