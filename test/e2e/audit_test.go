@@ -296,3 +296,71 @@ func TestAuditCaptureKube(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAuditDefaultPolicy checks the policy make up writes: secrets at
+// Metadata (never their data), other writes at Request, other reads and
+// health checks not at all.
+func TestAuditDefaultPolicy(t *testing.T) {
+	sys := harness.Start(t)
+	if sys.Ports["gateway"] == 0 {
+		t.Skip("needs the gateway's audit log, which a system the test did not start does not share")
+	}
+	client, err := rest.HTTPClientFor(sys.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := sys.RESTConfig(t).Host
+	for _, s := range []auditStep{
+		{id: "secret", method: http.MethodPost, path: "/api/v1/namespaces/default/secrets",
+			body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"password":"hunter2"}}`, want: http.StatusCreated},
+		{id: "serviceaccount", method: http.MethodPost, path: "/api/v1/namespaces/default/serviceaccounts",
+			body: `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"robot"}}`, want: http.StatusCreated},
+		{id: "read", method: http.MethodGet, path: "/api/v1/namespaces/default/serviceaccounts/robot", want: http.StatusOK},
+		{id: "health", method: http.MethodGet, path: "/readyz", want: http.StatusOK},
+		{id: "discovery", method: http.MethodGet, path: "/api/v1", want: http.StatusOK},
+	} {
+		if code, out := send(t, client, host, auditPrefix+s.id, s.method, s.path, s.body, s.header); code != s.want {
+			t.Fatalf("%s: answered %d, want %d: %s", s.id, code, s.want, out)
+		}
+	}
+	path := filepath.Join(sys.DataDir, "logs", launcher.AuditLogFile)
+	want := map[string]string{auditPrefix + "secret": "Metadata", auditPrefix + "serviceaccount": "Request"}
+	var got map[string]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = map[string]string{}
+		data, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for line := range bytes.Lines(data) {
+			var ev struct {
+				AuditID, Level, Stage string
+				RequestObject         json.RawMessage
+			}
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("audit log line %q: %v", line, err)
+			}
+			if !strings.HasPrefix(ev.AuditID, auditPrefix) {
+				continue
+			}
+			if ev.Stage != "ResponseComplete" {
+				t.Errorf("%s: stage %s logged; the default policy omits RequestReceived", ev.AuditID, ev.Stage)
+			}
+			if bytes.Contains(line, []byte("hunter2")) || bytes.Contains(line, []byte("aHVudGVyMg")) {
+				t.Errorf("%s: the secret's data is in the audit log", ev.AuditID)
+			}
+			if (ev.Level == "Request") != (len(ev.RequestObject) > 0) {
+				t.Errorf("%s at level %s: request object %s", ev.AuditID, ev.Level, ev.RequestObject)
+			}
+			got[ev.AuditID] = ev.Level
+		}
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audited requests and levels (-want +got):\n%s", diff)
+	}
+}
