@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kplane.dev/libs/apiserver/auditannotation"
 	"kplane.dev/libs/apiserver/frontproxy"
@@ -232,7 +233,10 @@ func summarize(ev auditv1.Event) summary {
 func TestFilterToWebhook(t *testing.T) {
 	c := newCollector(t, false)
 	reg := prometheus.NewRegistry()
-	a := newAuditor(t, reg, audit.Backend{Name: "webhook", Sink: c.webhook(t), BufferSize: 100, MaxBatchSize: 2, MaxBatchWait: time.Hour})
+	// The batches wait on a clock that never moves: only full ones go
+	// before Close.
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	a := newAuditor(t, reg, audit.Backend{Name: "webhook", Sink: c.webhook(t), BufferSize: 100, MaxBatchSize: 2, MaxBatchWait: time.Hour}, audit.WithClock(clk))
 	srv := api(t, a)
 
 	resp := do(t, http.MethodPost, srv.URL+"/api/v1/namespaces/default/configmaps", "alice", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`)
@@ -272,6 +276,11 @@ func TestFilterToWebhook(t *testing.T) {
 	}
 	if len(events) > 0 && string(events[0].AuditID) != id {
 		t.Errorf("audit ID %s, the answer said %s", events[0].AuditID, id)
+	}
+	for _, ev := range events {
+		if !ev.StageTimestamp.Time.Equal(clk.Now()) {
+			t.Errorf("stage timestamp %v, want the clock's %v", ev.StageTimestamp, clk.Now())
+		}
 	}
 	c.mu.Lock()
 	for _, b := range c.batches {

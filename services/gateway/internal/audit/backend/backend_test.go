@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kplane.dev/libs/natstest"
 	"kplane.dev/libs/pki"
@@ -169,14 +170,31 @@ current-context: audit
 	return path
 }
 
+// TestWebhookRetries waits kube's backoff, on a clock the test steps,
+// between attempts that the webhook answers 503.
 func TestWebhookRetries(t *testing.T) {
 	srv := newWebhookServer(t, 2)
-	w, err := NewWebhook(srv.kubeconfig(t), WithInitialBackoff(time.Millisecond))
+	clk := clocktesting.NewFakeClock(time.Now())
+	w, err := NewWebhook(srv.kubeconfig(t), WithWebhookClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	batch := []audit.Encoded{event(t, "a", auditv1.StageRequestReceived, 0), event(t, "a", auditv1.StageResponseComplete, 0)}
-	if err := w.Send(context.Background(), batch); err != nil {
+	sent := make(chan error, 1)
+	go func() { sent <- w.Send(context.Background(), batch) }()
+	// Two waits: the initial backoff, then 1.5 times it, each with up
+	// to a fifth more.
+	for _, wait := range []time.Duration{DefaultInitialBackoff, DefaultInitialBackoff * 3 / 2} {
+		for !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(wait - time.Nanosecond)
+		if !clk.HasWaiters() {
+			t.Fatalf("retried before %v", wait)
+		}
+		clk.Step(wait / 5)
+	}
+	if err := <-sent; err != nil {
 		t.Fatalf("send after two 503s: %v", err)
 	}
 	srv.mu.Lock()
