@@ -31,8 +31,9 @@ const (
 	// maxObject bounds a recorded request or response body: kube's
 	// limit of a write's body. A larger body is not recorded.
 	maxObject = 3 << 20
-	// maxStatus bounds the body read for a failure's Status.
-	maxStatus = 64 << 10
+	// maxFields bounds a body read only for a few of its fields: a
+	// failure's Status, a create's name.
+	maxFields = 64 << 10
 )
 
 // Filter audits each request by the policy; it runs after
@@ -59,7 +60,7 @@ func (a *Auditor) Filter(next echo.HandlerFunc) echo.HandlerFunc {
 			limit := maxObject
 			if !atLeast(d.Level, auditv1.LevelRequest) {
 				// Only the name is read from a create's body.
-				limit = maxStatus
+				limit = maxFields
 			}
 			rec.request = &capture{limit: limit}
 			r.Body = &teeBody{ReadCloser: r.Body, c: rec.request}
@@ -81,10 +82,10 @@ func (a *Auditor) Filter(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func atLeast(l, min auditv1.Level) bool {
-	order := map[auditv1.Level]int{auditv1.LevelNone: 0, auditv1.LevelMetadata: 1, auditv1.LevelRequest: 2, auditv1.LevelRequestResponse: 3}
-	return order[l] >= order[min]
-}
+// levelOrder ranks the levels: each records what the ones below do.
+var levelOrder = map[auditv1.Level]int{auditv1.LevelNone: 0, auditv1.LevelMetadata: 1, auditv1.LevelRequest: 2, auditv1.LevelRequestResponse: 3}
+
+func atLeast(l, min auditv1.Level) bool { return levelOrder[l] >= levelOrder[min] }
 
 // newEvent is the event of r as kube's NewEventFromRequest makes it.
 func newEvent(r *http.Request, ra *requestAudit, u *frontproxy.User, info *requestinfo.Info, level auditv1.Level) auditv1.Event {
@@ -153,8 +154,11 @@ func (rec *record) emit(stage auditv1.Stage) {
 	rec.ra.fill(&ev)
 	data, err := json.Marshal(&ev)
 	if err != nil {
+		// No backend gets the event: each counts it as failed.
 		rec.a.log.Error("encode audit event", "auditID", ev.AuditID, "err", err)
-		rec.a.metrics.errors.WithLabelValues("encode").Inc()
+		for _, b := range rec.a.buffers {
+			rec.a.metrics.errors.WithLabelValues(b.Name).Inc()
+		}
 		return
 	}
 	rec.a.send(Encoded{AuditID: string(ev.AuditID), Stage: stage, JSON: data})
@@ -178,7 +182,7 @@ func (rec *record) start(code int, h http.Header) {
 	case rec.decision.Level == auditv1.LevelRequestResponse:
 		rec.response = &capture{limit: maxObject}
 	case code >= 300:
-		rec.response = &capture{limit: maxStatus}
+		rec.response = &capture{limit: maxFields}
 	}
 }
 
