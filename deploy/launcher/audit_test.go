@@ -29,3 +29,14 @@ func TestAuditPolicyKept(t *testing.T) {
 		t.Fatalf("policy %q, %v; want the edited one kept", got, err)
 	}
 }
+
+// TestComposeAuditPolicy keeps the compose file's policy make up's.
+func TestComposeAuditPolicy(t *testing.T) {
+	got, err := os.ReadFile(filepath.Join("..", "compose", "audit", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != DefaultAuditPolicy {
+		t.Errorf("deploy/compose/audit/policy.yaml differs from DefaultAuditPolicy:\n%s", got)
+	}
+}
