@@ -59,6 +59,7 @@ type options struct {
 	logger     *slog.Logger
 	secretData bool
 	tracing    *tracing.Provider
+	metrics    *Metrics
 }
 
 // Option configures a Publisher.
@@ -330,6 +331,7 @@ func (p *Publisher) resync(ctx context.Context, out *sink) (position, error) {
 	if err := out.flush(ctx); err != nil {
 		return position{}, err
 	}
+	p.o.metrics.resynced()
 	return position{rev: rev, snapshot: true}, nil
 }
 
@@ -369,6 +371,8 @@ func (p *Publisher) snapshot(ctx context.Context, out *sink, rev int64, after st
 			return err
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
+			p.o.metrics.read(rev)
+			p.o.metrics.acknowledged(rev)
 			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
@@ -387,6 +391,11 @@ func (p *Publisher) watch(ctx context.Context, out *sink, from, skipRev int64, s
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("watch %s from revision %d: %w", p.registry, from, err)
 		}
+		if len(resp.Events) == 0 {
+			continue
+		}
+		last := resp.Events[len(resp.Events)-1].Kv.ModRevision
+		p.o.metrics.read(last)
 		// A revision's events arrive in one response; its published
 		// changes are numbered so a successor can resume inside it.
 		events := resp.Events
@@ -410,6 +419,7 @@ func (p *Publisher) watch(ctx context.Context, out *sink, from, skipRev int64, s
 		if err := out.flush(ctx); err != nil {
 			return err
 		}
+		p.o.metrics.acknowledged(last)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -29,6 +29,8 @@ type options struct {
 	ttl     int
 	backoff time.Duration
 	logger  *slog.Logger
+	metrics *Metrics
+	name    string
 }
 
 // Option configures Run.
@@ -56,6 +58,7 @@ func Run(ctx context.Context, client *clientv3.Client, prefix string, lead LeadF
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.campaigning()
 	for ctx.Err() == nil {
 		if err := term(ctx, client, prefix, lead, o); err != nil && ctx.Err() == nil {
 			o.logger.Warn("leadership ended", "election", prefix, "err", err)
@@ -89,6 +92,7 @@ func term(ctx context.Context, client *clientv3.Client, prefix string, lead Lead
 		return fmt.Errorf("campaign: %w", err)
 	}
 	o.logger.Info("leading", "election", prefix, "leader", id)
+	defer o.leading()()
 
 	termCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

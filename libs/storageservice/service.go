@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	restclient "k8s.io/client-go/rest"
@@ -23,9 +24,11 @@ import (
 	apiserver "kplane.dev/libs/apiserver/server"
 	"kplane.dev/libs/election"
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/libs/storage/compactor"
+	"kplane.dev/libs/storage/storagemetrics"
 )
 
 // etcdCheckTimeout bounds the etcd read of a health check.
@@ -63,6 +66,13 @@ type Service struct {
 	// loopback reaches handler in process, as the service's own user.
 	loopback *restclient.Config
 
+	// registry is what /metrics serves; storage, watches, elections and
+	// the reviews asked over NATS record in it.
+	registry  *prometheus.Registry
+	storage   *storagemetrics.Metrics
+	watches   *rest.WatchMetrics
+	elections *election.Metrics
+
 	everyReplica []task
 	leaderOnly   []leaderTask
 
@@ -79,10 +89,11 @@ type Service struct {
 // that New returned must be Run, or Closed when building the rest failed.
 func New(cfg *Config, name string, user frontproxy.User) (*Service, error) {
 	s := &Service{cfg: cfg, name: name, log: cfg.Log}
+	if err := s.newMetrics(); err != nil {
+		return nil, err
+	}
 	var err error
-	// The storage services serve no metrics yet: the reviews report
-	// spans only.
-	if s.reviews, err = natsrpc.NewObserver(cfg.Serving.Tracing, nil); err != nil {
+	if s.reviews, err = natsrpc.NewObserver(cfg.Serving.Tracing, s.registry); err != nil {
 		return nil, err
 	}
 	s.watchCtx, s.stopWatches = context.WithCancel(context.Background())
@@ -116,6 +127,23 @@ func New(cfg *Config, name string, user frontproxy.User) (*Service, error) {
 	return s, nil
 }
 
+// newMetrics builds the registry /metrics serves, with the storage,
+// watch and election metrics every storage service reports.
+func (s *Service) newMetrics() error {
+	var err error
+	if s.registry, err = metrics.NewRegistry(); err != nil {
+		return err
+	}
+	if s.storage, err = storagemetrics.New(s.registry); err != nil {
+		return err
+	}
+	if s.watches, err = rest.NewWatchMetrics(s.registry); err != nil {
+		return err
+	}
+	s.elections, err = election.NewMetrics(s.registry)
+	return err
+}
+
 // Admission are the admission steps the configuration adds after the
 // service's own: the admission service, when --admission asks for it.
 func (s *Service) Admission() []rest.Admission {
@@ -135,6 +163,28 @@ func (s *Service) Etcd() *clientv3.Client { return s.etcd }
 // NATS is the service's NATS connection; nil without --nats-url.
 func (s *Service) NATS() *nats.Conn { return s.nats }
 
+// Registerer is where the service's own metrics go, beside the storage,
+// watch and election metrics: what /metrics serves.
+func (s *Service) Registerer() prometheus.Registerer { return s.registry }
+
+// Stores are the service's resources' stores: each in etcd behind a
+// watch cache, measured.
+func (s *Service) Stores() apiserver.StoreFunc {
+	return apiserver.CachedEtcdStores(s.etcd, s.cfg.EtcdPrefix, s.log, s.storage)
+}
+
+// StorageMetrics are the storage metrics, for a store the service builds
+// beside Stores.
+func (s *Service) StorageMetrics() *storagemetrics.Metrics { return s.storage }
+
+// WatchMetrics are the metrics of the watches the API serves, for its
+// handlers (rest.WithWatchMetrics).
+func (s *Service) WatchMetrics() *rest.WatchMetrics { return s.watches }
+
+// ElectionMetrics record the state of the service's elections
+// (election.WithMetrics).
+func (s *Service) ElectionMetrics() *election.Metrics { return s.elections }
+
 // Log is where the service logs.
 func (s *Service) Log() *slog.Logger { return s.log }
 
@@ -142,8 +192,8 @@ func (s *Service) Log() *slog.Logger { return s.log }
 func (s *Service) Config() *Config { return s.cfg }
 
 // Serve makes api the service's API, behind the front proxy
-// authentication, with /healthz, /livez and /readyz open to any client;
-// checks are the service's own conditions of health and readiness. It
+// authentication, with /healthz, /livez and /readyz open to any client
+// and /metrics to a client certificate of --client-ca-file; checks are the service's own conditions of health and readiness. It
 // listens on the configured address.
 func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error {
 	if s.api != nil {
@@ -171,6 +221,9 @@ func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error 
 		mux.Handle("/"+endpoint, h)
 		mux.Handle("/"+endpoint+"/", h)
 	}
+	// Metrics name no user: any certificate of the client CA may read
+	// them, as it may the other services' metrics.
+	mux.Handle(metrics.Path, metrics.Handler(s.registry, s.cfg.Serving.ClientCA, s.log))
 	// The API's requests continue the gateway's trace; health checks
 	// start none.
 	mux.Handle("/", s.cfg.Serving.Tracing.Handler(auth.Wrap(s.handler), "KubernetesAPI", otelhttp.WithSpanNameFormatter(requestinfo.SpanName)))
@@ -255,7 +308,7 @@ func (s *Service) Run(ctx context.Context) error {
 	work := s.everyReplica
 	if len(s.leaderOnly) > 0 {
 		work = append(work, task{name: "controllers election", run: func(ctx context.Context) error {
-			return election.Run(ctx, s.etcd, path.Join(s.cfg.EtcdPrefix, s.name, "leader"), s.lead, election.WithLogger(s.log))
+			return election.Run(ctx, s.etcd, path.Join(s.cfg.EtcdPrefix, s.name, "leader"), s.lead, election.WithLogger(s.log), election.WithMetrics(s.elections, "controllers"))
 		}})
 	}
 	var wg sync.WaitGroup

@@ -126,7 +126,7 @@ func Start(t testing.TB, o Options) *Server {
 			t.Fatalf("declare resources: %v", err)
 		}
 	}
-	stores := server.CachedEtcdStores(client, "/kplane", nil, o.Cacher...)
+	stores := server.CachedEtcdStores(client, "/kplane", nil, nil, o.Cacher...)
 	if o.Direct {
 		stores = server.EtcdStores(client, "/kplane", nil)
 	}

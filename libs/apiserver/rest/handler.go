@@ -41,6 +41,8 @@ type Handler struct {
 	// offers are the response forms the resource has besides JSON and
 	// YAML.
 	offers offer
+	// watchMetrics records the watches served; nil records nothing.
+	watchMetrics *WatchMetrics
 }
 
 // Option configures a Handler.

@@ -98,6 +98,7 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 		return apistatus.FromStorage(err, h.r.GroupResource(), "")
 	}
 	defer w.Stop()
+	defer h.watchMetrics.watchStarted(h.r.GroupVersionKind())()
 
 	resp := c.Response()
 	contentType := mediaJSON
@@ -150,6 +151,7 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return errWrite
 		}
+		h.watchMetrics.eventSent(h.r.GroupVersionKind(), buf.Len())
 		return nil
 	}
 	data, err := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Object: obj}})
@@ -159,6 +161,7 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 	if _, err := w.Write(append(data, '\n')); err != nil {
 		return errWrite
 	}
+	h.watchMetrics.eventSent(h.r.GroupVersionKind(), len(data)+1)
 	return nil
 }
 

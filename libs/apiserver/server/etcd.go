@@ -10,6 +10,7 @@ import (
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/cacher"
 	"kplane.dev/libs/storage/etcd3"
+	"kplane.dev/libs/storage/storagemetrics"
 )
 
 // EtcdStores stores every resource directly in etcd below prefix, with no
@@ -24,13 +25,18 @@ func EtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger) Sto
 
 // CachedEtcdStores stores every resource in etcd below prefix behind a
 // watch cache, which serves watches and resourceVersion="0" reads; the
-// server runs each cache. A nil logger discards.
-func CachedEtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger, opts ...cacher.Option) StoreFunc {
+// server runs each cache. A nil logger discards; metrics, when not nil,
+// record each resource's etcd requests and watch cache.
+func CachedEtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger, metrics *storagemetrics.Metrics, opts ...cacher.Option) StoreFunc {
 	logger = orDiscard(logger)
 	return func(r *resource.Resource) (storage.Interface, storage.Keys, error) {
 		keys := storage.NewKeys(prefix, r.GroupVersionResource.Group, r.GroupVersionResource.Resource)
-		direct := etcd3.New(client, r.Objects, r.Objects.New, etcd3.WithLogger(logger))
-		c, err := cacher.New(direct, r.Objects.New, keys.Prefix(), append([]cacher.Option{cacher.WithLogger(logger)}, opts...)...)
+		var m *storagemetrics.Resource
+		if metrics != nil {
+			m = metrics.Resource(r.GroupVersionResource.GroupResource())
+		}
+		direct := etcd3.New(client, r.Objects, r.Objects.New, etcd3.WithLogger(logger), etcd3.WithMetrics(m))
+		c, err := cacher.New(direct, r.Objects.New, keys.Prefix(), append([]cacher.Option{cacher.WithLogger(logger), cacher.WithMetrics(m)}, opts...)...)
 		if err != nil {
 			return nil, storage.Keys{}, fmt.Errorf("build watch cache of %s: %w", r.GroupVersionResource, err)
 		}

@@ -88,7 +88,7 @@ func newFixtureOf(t testing.TB, kind storeKind, res []*resource.Resource, extra 
 	prefix := fmt.Sprintf("/%s", t.Name())
 	base := server.EtcdStores(client, prefix, nil)
 	if kind == cached {
-		base = server.CachedEtcdStores(client, prefix, nil, cacher.WithBookmarkInterval(100*time.Millisecond))
+		base = server.CachedEtcdStores(client, prefix, nil, nil, cacher.WithBookmarkInterval(100*time.Millisecond))
 	}
 	stores := func(r *resource.Resource) (storage.Interface, storage.Keys, error) {
 		s, k, err := base(r)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/storagemetrics"
 )
 
 // ProgressRequester is what the cacher needs of etcd beyond
@@ -46,6 +47,7 @@ type config struct {
 	slowWatcherGrace time.Duration
 	retryInterval    time.Duration
 	logger           *slog.Logger
+	metrics          *storagemetrics.Resource
 }
 
 // WithHistory sets how many recent events the cache keeps for watches that
@@ -85,6 +87,11 @@ func WithRetryInterval(d time.Duration) Option { return func(c *config) { c.retr
 
 // WithLogger sets where the cache reports failures of its etcd watch.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMetrics records the cache's objects, revision, events,
+// initializations, ended watchers and read waits in m, the metrics of the
+// cache's resource.
+func WithMetrics(m *storagemetrics.Resource) Option { return func(c *config) { c.metrics = m } }
 
 // Cacher serves one resource from memory. Build it with New and start Run;
 // until Run has listed the resource, reads go to the store beneath.
@@ -302,6 +309,7 @@ func (c *Cacher) waitFor(ctx context.Context, key string, rv int64) error {
 // later, asking etcd for progress notifications meanwhile so that an idle
 // resource's cache learns that etcd's revision moved on.
 func (c *Cacher) waitUntil(ctx context.Context, rv int64) (bool, error) {
+	defer func(start time.Time) { c.cfg.metrics.ReadWait(time.Since(start)) }(time.Now())
 	deadline := time.NewTimer(c.cfg.waitTimeout)
 	defer deadline.Stop()
 	var again <-chan time.Time

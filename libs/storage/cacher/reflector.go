@@ -96,6 +96,8 @@ func (c *Cacher) relist(ctx context.Context) error {
 	}
 	c.st.replace(items, res.ResourceVersion)
 	c.mu.Unlock()
+	c.cfg.metrics.CacheInitialized(res.ResourceVersion)
+	c.cfg.metrics.Objects(len(items))
 	for _, w := range ended {
 		w.end(res.ResourceVersion)
 	}
@@ -158,6 +160,7 @@ func (c *Cacher) handle(ev watch.Event) error {
 			c.st.signal()
 		}
 		c.mu.Unlock()
+		c.cfg.metrics.CacheRevision(rv)
 		return nil
 	case watch.Added, watch.Modified, watch.Deleted:
 		return c.apply(ev)
@@ -168,6 +171,7 @@ func (c *Cacher) handle(ev watch.Event) error {
 // apply changes the cache by one event and hands the event to the
 // watchers whose prefix it is below.
 func (c *Cacher) apply(ev watch.Event) error {
+	c.cfg.metrics.CacheEventReceived()
 	key, rv, err := c.keyOf(ev.Object)
 	if err != nil {
 		return err
@@ -199,8 +203,12 @@ func (c *Cacher) apply(ev watch.Event) error {
 			c.targets = append(c.targets, w)
 		}
 	}
+	objects := len(c.st.items)
 	c.mu.Unlock()
+	c.cfg.metrics.Objects(objects)
+	c.cfg.metrics.CacheRevision(rv)
 	c.dispatch(e)
+	c.cfg.metrics.CacheEventDispatched()
 	return nil
 }
 
@@ -240,6 +248,7 @@ func (c *Cacher) dispatch(e *event) {
 		default:
 			c.forget(w)
 			w.end(0)
+			c.cfg.metrics.WatcherTerminated()
 		}
 	}
 }
@@ -286,4 +295,5 @@ func (c *Cacher) shutdown() {
 		w.end(0)
 	}
 	c.watcherWG.Wait()
+	c.cfg.metrics.Forget()
 }

@@ -3,12 +3,14 @@ package etcd3
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/storagemetrics"
 )
 
 // List implements storage.Interface.
@@ -55,7 +57,9 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 		if readRev > 0 {
 			getOpts = append(getOpts, clientv3.WithRev(readRev))
 		}
+		requested := time.Now()
 		resp, err := s.client.Get(ctx, start, getOpts...)
+		s.opts.metrics.Request(storagemetrics.OpList, requested, err)
 		if err != nil {
 			if opts.Continue != "" {
 				if se := readError(err, prefix, "list"); storage.IsExpired(se) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/storagemetrics"
 )
 
 // Store keeps one resource's objects in etcd.
@@ -31,6 +33,7 @@ var _ storage.Interface = (*Store)(nil)
 type options struct {
 	logger   *slog.Logger
 	maxBatch int64
+	metrics  *storagemetrics.Resource
 }
 
 // Option configures a Store.
@@ -39,6 +42,10 @@ type Option func(*options)
 // WithLogger makes the store log what it cannot return to a caller, such
 // as a watch event that does not decode. Without it the store logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMetrics records every etcd request and watch event of the store in
+// m, the metrics of the store's resource.
+func WithMetrics(m *storagemetrics.Resource) Option { return func(o *options) { o.metrics = m } }
 
 // WithMaxListBatch caps how many keys a limited list with a selector reads
 // from etcd per round trip while it fills a page (default 10000). The
@@ -58,7 +65,9 @@ func New(client *clientv3.Client, codec storage.Codec, newObj func() runtime.Obj
 // CurrentRevision is a linearizable read of etcd's current revision.
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	// Any key does: the header carries the store's revision.
+	start := time.Now()
 	resp, err := s.client.Get(ctx, "/", clientv3.WithCountOnly())
+	s.opts.metrics.Request(storagemetrics.OpCurrentRevision, start, err)
 	if err != nil {
 		return 0, fmt.Errorf("read current revision: %w", err)
 	}
@@ -93,10 +102,12 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (run
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(data))).
 		Commit()
+	s.opts.metrics.Request(storagemetrics.OpCreate, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("create %q: %w", key, err)
 	}
@@ -112,7 +123,9 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions) (r
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := s.client.Get(ctx, key)
+	s.opts.metrics.Request(storagemetrics.OpGet, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("get %q: %w", key, err)
 	}
@@ -150,11 +163,13 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, preconditions 
 		if bytes.Equal(data, kv.Value) {
 			return existing, nil
 		}
+		start := time.Now()
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(key, string(data))).
 			Else(clientv3.OpGet(key)).
 			Commit()
+		s.opts.metrics.Request(storagemetrics.OpUpdate, start, err)
 		if err != nil {
 			return nil, fmt.Errorf("update %q: %w", key, err)
 		}
@@ -187,11 +202,13 @@ func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.P
 				return nil, err
 			}
 		}
+		start := time.Now()
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).
 			Else(clientv3.OpGet(key)).
 			Commit()
+		s.opts.metrics.Request(storagemetrics.OpDelete, start, err)
 		if err != nil {
 			return nil, fmt.Errorf("delete %q: %w", key, err)
 		}
@@ -209,7 +226,9 @@ func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.P
 
 // read returns the stored key-value at key, or ErrCodeKeyNotFound.
 func (s *Store) read(ctx context.Context, key string) (*mvccpb.KeyValue, error) {
+	start := time.Now()
 	resp, err := s.client.Get(ctx, key)
+	s.opts.metrics.Request(storagemetrics.OpGet, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("get %q: %w", key, err)
 	}

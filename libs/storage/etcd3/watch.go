@@ -138,6 +138,7 @@ func (w *watcher) streamFrom(ctx context.Context, from, start int64) (retry bool
 			w.sendError(ctx, internalStatus(fmt.Errorf("watch %q: %w", w.prefix, err)))
 			return false
 		}
+		w.store.opts.metrics.EtcdEvents(len(resp.Events))
 		if resp.IsProgressNotify() {
 			if w.opts.AllowBookmarks && !w.send(ctx, w.bookmark(resp.Header.Revision, false)) {
 				return false

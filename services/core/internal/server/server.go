@@ -99,6 +99,7 @@ func (s *Server) build() error {
 		HandlerOptions: []rest.Option{
 			rest.WithAdmission(append([]rest.Admission{lifecycle, escalation.New(rpc, loopback, s.log)}, s.Admission()...)...),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(rpc)),
+			rest.WithWatchMetrics(s.WatchMetrics()),
 		},
 		Logger: s.log,
 	}
@@ -141,7 +142,7 @@ func (s *Server) build() error {
 // of both groups sharing one, and the namespace lifecycle admission reading
 // the namespaces' store that serves them.
 func (s *Server) stores(res []*resource.Resource) (apiserver.StoreFunc, *nslifecycle.Lifecycle, error) {
-	base := kinds.Stores(apiserver.CachedEtcdStores(s.Etcd(), s.cfg.EtcdPrefix, s.log))
+	base := kinds.Stores(s.Stores())
 	i := slices.IndexFunc(res, func(r *resource.Resource) bool { return r.GroupVersionResource == kinds.Namespaces })
 	if i < 0 {
 		return nil, nil, errors.New("kinds declare no namespaces")
@@ -182,11 +183,16 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 		s.log.Warn("the change feed carries the data of Secrets: whoever reads it reads every Secret")
 		opts = append(opts, changefeed.WithSecretData())
 	}
+	m, err := changefeed.NewMetrics(s.Registerer())
+	if err != nil {
+		return err
+	}
+	opts = append(opts, changefeed.WithMetrics(m))
 	p := changefeed.NewPublisher(s.Etcd(), js, s.cfg.EtcdPrefix, opts...)
 	s.Go("change feed election", func(ctx context.Context) error {
 		return election.Run(ctx, s.Etcd(), path.Join(s.cfg.EtcdPrefix, "changefeed"), func(ctx context.Context, _ election.Term) error {
 			return p.Run(ctx)
-		}, election.WithLogger(s.log))
+		}, election.WithLogger(s.log), election.WithMetrics(s.ElectionMetrics(), "changefeed"))
 	})
 	return nil
 }

@@ -96,10 +96,11 @@ func (s *Server) build() error {
 	reg := registry.New([]*resource.Resource{crdResource}, converters, s.log)
 	apiOpts := apiserver.Options{
 		Resources: []*resource.Resource{crdResource},
-		Stores:    apiserver.CachedEtcdStores(s.Etcd(), s.cfg.EtcdPrefix, s.log),
+		Stores:    s.Stores(),
 		HandlerOptions: []rest.Option{
 			rest.WithAdmission(append([]rest.Admission{lifecycle, reg.Terminating()}, s.Admission()...)...),
 			rest.WithAuthorizer(authzreview.NewAuthorizer(authzreview.NewNATS(s.NATS(), s.cfg.ReviewTimeout, s.Reviews()))),
+			rest.WithWatchMetrics(s.WatchMetrics()),
 		},
 		Missing: s.missing(reg),
 		Logger:  s.log,
@@ -206,8 +207,9 @@ func (s *Server) namespaceLifecycle() (*nslifecycle.Lifecycle, error) {
 		return nil, err
 	}
 	keys := storage.NewKeys(s.cfg.EtcdPrefix, "", "namespaces")
-	direct := etcd3.New(s.Etcd(), objs, objs.New, etcd3.WithLogger(s.log))
-	c, err := cacher.New(direct, objs.New, keys.Prefix(), cacher.WithLogger(s.log))
+	m := s.StorageMetrics().Resource(schema.GroupResource{Resource: "namespaces"})
+	direct := etcd3.New(s.Etcd(), objs, objs.New, etcd3.WithLogger(s.log), etcd3.WithMetrics(m))
+	c, err := cacher.New(direct, objs.New, keys.Prefix(), cacher.WithLogger(s.log), cacher.WithMetrics(m))
 	if err != nil {
 		return nil, fmt.Errorf("build the namespaces' watch cache: %w", err)
 	}
