@@ -174,8 +174,8 @@ func TestHTTPWebhook(t *testing.T) {
 			t.Fatalf("got %d %s, want 401 Status", code, b)
 		}
 	})
-	t.Run("health and metrics are open", func(t *testing.T) {
-		for _, path := range []string{"/healthz", "/livez", "/readyz?verbose", "/metrics"} {
+	t.Run("health is open", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/livez", "/readyz?verbose"} {
 			resp, err := client(false).Get(url + path)
 			if err != nil {
 				t.Fatal(err)
@@ -185,11 +185,38 @@ func TestHTTPWebhook(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("%s: %d %s", path, resp.StatusCode, b)
 			}
-			if path == "/metrics" && !bytes.Contains(b, []byte(`kplane_authn_reviews_total{result="authenticated"}`)) {
-				t.Errorf("metrics without the review counter:\n%s", b)
-			}
 			if path == "/readyz?verbose" && !bytes.Contains(b, []byte("[+]nats ok")) {
 				t.Errorf("readyz without the nats check:\n%s", b)
+			}
+		}
+	})
+	t.Run("metrics need a client certificate", func(t *testing.T) {
+		resp, err := client(false).Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("/metrics without a client certificate: %d, want 401", resp.StatusCode)
+		}
+		resp, err = client(true).Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+		}
+		for _, want := range []string{
+			`kplane_authn_reviews_total{result="authenticated"}`,
+			`authentication_attempts{result="success"}`,
+			`authentication_duration_seconds_bucket{result="success"`,
+			`authentication_token_cache_request_total{status="miss"}`,
+			`authentication_token_cache_fetch_total{status="ok"}`,
+		} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("metrics without %s:\n%s", want, b)
 			}
 		}
 	})

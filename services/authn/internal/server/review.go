@@ -28,9 +28,15 @@ var errAudiences = apierrors.NewInternalError(errors.New("error validating audie
 // review answers a TokenReview as kube's tokenreviews REST does.
 func (s *Server) review(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
 	start := s.clock.Now()
-	defer func() { s.metrics.reviewDuration.Observe(s.clock.Since(start).Seconds()) }()
+	// kube counts a refusal with an error (a token that does not parse)
+	// as an error, kplane's own counter as unauthenticated.
+	result, kubeResult := resultError, kubeError
+	defer func() {
+		seconds := s.clock.Since(start).Seconds()
+		s.metrics.reviewDuration.Observe(seconds)
+		s.metrics.reviewed(result, kubeResult, seconds)
+	}()
 	if tr.Spec.Token == "" {
-		s.metrics.reviews.WithLabelValues(resultError).Inc()
 		return nil, apierrors.NewBadRequest("token is required for TokenReview in authentication")
 	}
 	auds := authenticator.Audiences(tr.Spec.Audiences)
@@ -49,14 +55,16 @@ func (s *Server) review(ctx context.Context, tr *authenticationv1.TokenReview) (
 	}
 	if ok && len(auds) > 0 && len(auds.Intersect(resp.Audiences)) == 0 {
 		s.log.Error("authenticator answered for other audiences", "want", []string(auds), "got", []string(resp.Audiences))
-		s.metrics.reviews.WithLabelValues(resultError).Inc()
 		return nil, errAudiences
 	}
 	if !ok {
-		s.metrics.reviews.WithLabelValues(resultUnauthenticated).Inc()
+		result = resultUnauthenticated
+		if err == nil {
+			kubeResult = kubeFailure
+		}
 		return out, nil
 	}
-	s.metrics.reviews.WithLabelValues(resultAuthenticated).Inc()
+	result, kubeResult = resultAuthenticated, kubeSuccess
 	u := resp.User
 	out.Status.User = authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
 	if len(u.Extra) > 0 {

@@ -12,15 +12,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	authnproto "kplane.dev/proto/authn"
@@ -38,7 +36,7 @@ type Server struct {
 	clock   clock.PassiveClock
 	ln      net.Listener
 	http    *http.Server
-	metrics *metrics
+	metrics *authnMetrics
 	// reviews is what the reviews answered over NATS report to.
 	reviews *natsrpc.Observer
 
@@ -67,28 +65,24 @@ func New(cfg *Config) (*Server, error) {
 		s.factory = informers.NewSharedInformerFactory(client, 0)
 		s.getter = saiformers.New(client, s.factory)
 	}
-	var err error
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
 	if s.reviewer, err = s.buildReviewer(); err != nil {
 		return nil, err
 	}
 	if s.discovery, s.jwks, err = issuerDocuments(cfg.issuers[0], cfg.publicKeys); err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("register go metrics: %w", err)
-	}
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("register process metrics: %w", err)
-	}
-	if s.metrics, err = newMetrics(reg); err != nil {
-		return nil, err
-	}
 	if s.reviews, err = natsrpc.NewObserver(cfg.serving.Tracing, reg); err != nil {
 		return nil, err
 	}
 	s.shutdown = cfg.serving.NewShutdown(s.drainNATS)
-	s.http = cfg.serving.NewServer(s.handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.http = cfg.serving.NewServer(s.handler(metrics.Handler(reg, cfg.serving.ClientCA, s.log)))
 	if s.ln, err = cfg.serving.Listen(); err != nil {
 		return nil, err
 	}
@@ -134,7 +128,7 @@ func (s *Server) buildReviewer() (authenticator.Authenticator, error) {
 		tokens = append(tokens, wh)
 	}
 	cached, err := authncache.New(authenticator.Union(tokens...),
-		authncache.WithSuccessTTL(cfg.successTTL), authncache.WithFailureTTL(cfg.failureTTL))
+		authncache.WithSuccessTTL(cfg.successTTL), authncache.WithFailureTTL(cfg.failureTTL), authncache.WithMetrics(s.metrics.tokenCache))
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,8 @@ type Authenticator struct {
 	// reviews coalesces concurrent misses for one key: a burst of requests
 	// with a new token (a controller starting) costs one review.
 	reviews singleflight.Group
+	// metrics records lookups and reviews; nil records nothing.
+	metrics *Metrics
 }
 
 var _ authenticator.Authenticator = (*Authenticator)(nil)
@@ -108,7 +110,9 @@ func New(next authenticator.Authenticator, opts ...Option) (*Authenticator, erro
 func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	auds, audsSet := authenticator.AudiencesFrom(ctx)
 	k := a.key(auds, audsSet, token)
-	if v, hit := a.entries.Get(k); hit {
+	v, hit := a.entries.Get(k)
+	a.metrics.lookup(hit)
+	if hit {
 		e := v.(*entry)
 		return e.resp, e.ok, e.err
 	}
@@ -124,6 +128,7 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*a
 		reviewCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		resp, ok, err := a.next.AuthenticateToken(reviewCtx, token)
+		a.metrics.fetched(err)
 		e := &entry{resp: resp, ok: ok, err: err}
 		ttl := a.successTTL
 		if !ok {
