@@ -6,9 +6,9 @@
 // queue group, so adding a replica is only starting it) and over HTTPS at
 // kube's webhook path, POST /apis/authorization.k8s.io/v1/subjectaccessreviews,
 // for callers with a client certificate of --client-ca-file, so that authz
-// also serves a real kube-apiserver as its authorization webhook.
-// /healthz, /livez, /readyz and /metrics need no certificate. A replica is
-// ready once its informers have synced and NATS is connected.
+// also serves a real kube-apiserver as its authorization webhook. /metrics
+// needs such a certificate too; /healthz, /livez and /readyz need none. A
+// replica is ready once its informers have synced and NATS is connected.
 //
 // Decisions follow --authorization-mode (package authorizer); state comes
 // from the API through the gateway with informers (package feed), and each

@@ -14,6 +14,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/services/authz/internal/authorizer"
@@ -37,8 +38,8 @@ const (
 	PolicyFailureNoOpinion = "NoOpinion"
 )
 
-// service is how authz serves: the webhook to callers with a client
-// certificate of --client-ca-file, health and metrics to anyone.
+// service is how authz serves: the webhook and metrics to callers with a
+// client certificate of --client-ca-file, health to anyone.
 var service = serving.Service{
 	Name:             "kplane-authz",
 	Address:          "127.0.0.1:6460",
@@ -178,7 +179,9 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		policyFailOpen:  o.PolicyFailureMode == PolicyFailureNoOpinion,
 		webhookTTLs:     [2]time.Duration{o.WebhookAuthorizedTTL, o.WebhookUnauthorizedTTL},
 		log:             sc.Log,
-		Registry:        prometheus.NewRegistry(),
+	}
+	if c.Registry, err = metrics.NewRegistry(); err != nil {
+		return nil, err
 	}
 	if c.api, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
 		return nil, fmt.Errorf("load --kubeconfig: %w", err)

@@ -11,12 +11,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/regopolicy"
 	"kplane.dev/libs/serving"
@@ -112,9 +111,6 @@ func (s *Server) build() error {
 	if s.reviews, err = newReviewer(chain, cfg.Registry); err != nil {
 		return err
 	}
-	if err := cfg.Registry.Register(prometheus.NewGoCollector()); err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
 	s.shutdown = cfg.serving.NewShutdown(s.drain)
 	// The webhook handler verifies client certificates.
 	s.http = cfg.serving.NewServer(s.handler())
@@ -157,6 +153,13 @@ func (s *Server) chain(index *rbac.Index) (authorizer.Chain, error) {
 			return nil, fmt.Errorf("unknown authorization mode %q", m)
 		}
 	}
+	decisions, err := authorizer.NewDecisionMetrics(s.cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	for i := range chain {
+		chain[i] = decisions.Instrument(chain[i])
+	}
 	return chain, nil
 }
 
@@ -189,7 +192,7 @@ func (s *Server) handler() http.Handler {
 		e.GET("/"+endpoint, h)
 		e.GET("/"+endpoint+"/*", h)
 	}
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET(metrics.Path, echo.WrapHandler(metrics.Handler(s.cfg.Registry, s.cfg.serving.ClientCA, s.log)))
 	return e
 }
 

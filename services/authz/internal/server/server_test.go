@@ -459,7 +459,7 @@ func TestWebhookHTTPS(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/healthz", "/livez", "/readyz", "/metrics"} {
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
 		resp, err := e.httpsClient(nil).Get(url + path)
 		if err != nil {
 			t.Fatal(err)
@@ -469,8 +469,36 @@ func TestWebhookHTTPS(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, data)
 		}
-		if path == "/metrics" && !strings.Contains(string(data), `kplane_authz_decisions_total{decision="allow"}`) {
-			t.Errorf("/metrics has no allow decisions:\n%s", data)
+	}
+	for _, tc := range []struct {
+		name string
+		cert *pki.Cert
+		code int
+	}{
+		{"no certificate", nil, http.StatusUnauthorized},
+		{"a certificate of another CA", foreign, http.StatusUnauthorized},
+		{"a certificate of the client CA", e.certs.client, http.StatusOK},
+	} {
+		resp, err := e.httpsClient(tc.cert).Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("/metrics with %s: %d, want %d", tc.name, resp.StatusCode, tc.code)
+			continue
+		}
+		if tc.code != http.StatusOK {
+			continue
+		}
+		for _, want := range []string{
+			`kplane_authz_decisions_total{decision="allow"}`,
+			`apiserver_authorization_decisions_total{decision="allowed",name="rbac",type="RBAC"}`,
+		} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, data)
+			}
 		}
 	}
 }
