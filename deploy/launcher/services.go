@@ -177,6 +177,7 @@ func Services() []Service {
 				"--listen-address=127.0.0.1:{{.ReplicaPort \"admission\"}}",
 				"--tls-cert-file={{.PKI}}/admission.crt",
 				"--tls-private-key-file={{.PKI}}/admission.key",
+				"--client-ca-file={{.PKI}}/ca.crt",
 				"{{if .NATSURL}}--nats-url={{.NATSURL}}{{end}}",
 				"{{with .NKeyFile \"admission\"}}--nats-nkey-file={{.}}{{end}}",
 				"{{if .NATSTokenFile}}--nats-token-file={{.NATSTokenFile}}{{end}}",

@@ -15,12 +15,14 @@ import (
 	"kplane.dev/libs/serving"
 )
 
-// service is how admission serves over HTTPS: health and metrics to
-// anyone; the reviews travel over NATS.
+// service is how admission serves over HTTPS: health to anyone, metrics
+// to a client certificate of --client-ca-file; the reviews travel over
+// NATS.
 var service = serving.Service{
-	Name:         "kplane-admission",
-	Address:      "127.0.0.1:6480",
-	ClientCAHelp: "PEM CA bundle of the cluster (unused by the health and metrics endpoints)",
+	Name:             "kplane-admission",
+	Address:          "127.0.0.1:6480",
+	ClientCAHelp:     "PEM CA bundle that verifies the client certificates of /metrics' readers",
+	ClientCARequired: "/metrics is served only to client certificates it verifies",
 }
 
 // Options are the flags of the admission service.

@@ -13,12 +13,12 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"kplane.dev/libs/apiserver/authzreview"
 	"kplane.dev/libs/healthz"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/admission"
@@ -64,7 +64,11 @@ type Server struct {
 
 // New builds a replica from cfg; Run serves it.
 func New(cfg *Config) (*Server, error) {
-	s := &Server{cfg: cfg, log: cfg.log, registry: prometheus.NewRegistry()}
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.log, registry: reg}
 	s.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_admission_step_admission_duration_seconds",
 		Help:    "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
@@ -73,7 +77,6 @@ func New(cfg *Config) (*Server, error) {
 	if err := s.registry.Register(s.steps); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	var err error
 	if s.reviews, err = natsrpc.NewObserver(cfg.serving.Tracing, s.registry); err != nil {
 		return nil, err
 	}
@@ -307,7 +310,7 @@ func (s *Server) handler() http.Handler {
 		e.GET("/"+endpoint, h)
 		e.GET("/"+endpoint+"/*", h)
 	}
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	e.GET(metrics.Path, echo.WrapHandler(metrics.Handler(s.registry, s.cfg.serving.ClientCA, s.log)))
 	return e
 }
 
