@@ -90,6 +90,9 @@ type Options struct {
 	// the token reviews.
 	Tracing  *tracing.Provider
 	Observer *natsrpc.Observer
+	// CacheMetrics records the token cache's lookups; nil records
+	// nothing.
+	CacheMetrics *CacheMetrics
 }
 
 // Authenticator finds who sent a request.
@@ -323,6 +326,7 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 	key := hex.EncodeToString(sum[:])
 	v, hit := a.reviews.Get(key)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("kplane.authentication.cache_hit", hit))
+	a.opts.CacheMetrics.lookup(hit)
 	if hit {
 		return clone(v.(*frontproxy.User)), nil
 	}

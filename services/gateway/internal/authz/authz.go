@@ -93,6 +93,9 @@ type Options struct {
 	// access reviews.
 	Tracing  *tracing.Provider
 	Observer *natsrpc.Observer
+	// CacheMetrics records the decision cache's lookups; nil records
+	// nothing.
+	CacheMetrics *CacheMetrics
 }
 
 // Authorizer answers decisions locally for system:masters and through
@@ -197,7 +200,9 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 		return Decision{}, false, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
 	}
 	key := string(spec)
-	if v, ok := a.decisions.Get(key); ok {
+	v, ok := a.decisions.Get(key)
+	a.opts.CacheMetrics.lookup(ok)
+	if ok {
 		return v.(Decision), true, nil
 	}
 	generation := a.generation.Load()

@@ -13,8 +13,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	restclient "k8s.io/client-go/rest"
@@ -25,6 +23,7 @@ import (
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/serving"
 	"kplane.dev/services/gateway/internal/audit"
@@ -120,14 +119,19 @@ func New(cfg *Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("register go metrics: %w", err)
-	}
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("register process metrics: %w", err)
+	reg, err := metrics.NewRegistry()
+	if err != nil {
+		return nil, err
 	}
 	reviews, err := natsrpc.NewObserver(tp, reg)
+	if err != nil {
+		return nil, err
+	}
+	tokenCache, err := authn.NewCacheMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	decisionCache, err := authz.NewCacheMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +145,7 @@ func New(cfg *Config) (*Server, error) {
 		Logger:          cfg.log,
 		Tracing:         tp,
 		Observer:        reviews,
+		CacheMetrics:    decisionCache,
 	})
 	if err != nil {
 		nc.Close()
@@ -158,6 +163,7 @@ func New(cfg *Config) (*Server, error) {
 			Logger:        cfg.log,
 			Tracing:       tp,
 			Observer:      reviews,
+			CacheMetrics:  tokenCache,
 		}),
 		authz:      authorizer,
 		core:       core,

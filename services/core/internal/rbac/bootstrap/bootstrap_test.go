@@ -41,6 +41,7 @@ func TestBootstrapPolicy(t *testing.T) {
 			{"cluster-admin", []string{"system:masters"}},
 			{"system:discovery", []string{"system:authenticated"}},
 			{"system:basic-user", []string{"system:authenticated"}},
+			{"system:monitoring", []string{"system:monitoring"}},
 			{"system:public-info-viewer", []string{"system:authenticated", "system:unauthenticated"}},
 			{"system:service-account-issuer-discovery", []string{"system:serviceaccounts"}},
 		} {

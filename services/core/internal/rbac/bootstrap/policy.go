@@ -83,6 +83,15 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			},
 		},
 		{
+			// Prometheus and the like read the monitoring endpoints.
+			ObjectMeta: metav1.ObjectMeta{Name: "system:monitoring"},
+			Rules: []rbacv1.PolicyRule{urls("get",
+				"/metrics", "/metrics/slis",
+				"/livez", "/readyz", "/healthz",
+				"/livez/*", "/readyz/*", "/healthz/*",
+			)},
+		},
+		{
 			ObjectMeta: metav1.ObjectMeta{Name: "system:public-info-viewer"},
 			Rules:      []rbacv1.PolicyRule{urls("get", "/livez", "/readyz", "/healthz", "/version", "/version/")},
 		},
@@ -143,6 +152,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("cluster-admin", "system:masters"),
 		binding("system:discovery", "system:authenticated"),
 		binding("system:basic-user", "system:authenticated"),
+		binding("system:monitoring", "system:monitoring"),
 		binding("system:public-info-viewer", "system:authenticated", "system:unauthenticated"),
 		binding("system:service-account-issuer-discovery", "system:serviceaccounts"),
 	}
