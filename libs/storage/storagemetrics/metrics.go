@@ -117,8 +117,14 @@ type Resource struct {
 	gr schema.GroupResource
 }
 
-// Resource returns the share of gr.
+// Resource returns the share of gr. Its error counters start at zero,
+// so that an error rate reads 0 rather than nothing before the first
+// error.
 func (m *Metrics) Resource(gr schema.GroupResource) *Resource {
+	for _, op := range []string{OpCreate, OpGet, OpList, OpUpdate, OpDelete, OpCurrentRevision} {
+		m.requestErrors.WithLabelValues(op, gr.Group, gr.Resource)
+	}
+	m.terminated.WithLabelValues(gr.Group, gr.Resource)
 	return &Resource{m: m, gr: gr}
 }
 

@@ -132,8 +132,24 @@ func TestStoreAndCache(t *testing.T) {
 			t.Errorf("etcd_request_duration_seconds{operation=%q} has %v observations, want at least 1", op, n)
 		}
 	}
-	if n, ok := value(t, reg, "etcd_request_errors_total", map[string]string{"operation": storagemetrics.OpCreate}); ok && n != 0 {
-		t.Errorf("etcd_request_errors_total{operation=create} = %v, want 0", n)
+	if n, ok := value(t, reg, "etcd_request_errors_total", map[string]string{"operation": storagemetrics.OpCreate}); !ok || n != 0 {
+		t.Errorf("etcd_request_errors_total{operation=create} = %v (reported: %v), want 0", n, ok)
+	}
+	// A create of an object that exists is no etcd error, a conflict.
+	if _, err := c.Create(ctx, keys.Object("default", "a"), cm); !storage.IsExists(err) {
+		t.Fatalf("second create: %v, want exists", err)
+	}
+	if n, _ := value(t, reg, "etcd_request_errors_total", map[string]string{"operation": storagemetrics.OpCreate}); n != 0 {
+		t.Errorf("etcd_request_errors_total{operation=create} = %v after a conflict, want 0", n)
+	}
+	// A request etcd does not answer is.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := direct.Get(done, keys.Object("default", "a"), storage.GetOptions{}); err == nil {
+		t.Fatal("get with a canceled context succeeded")
+	}
+	if n, _ := value(t, reg, "etcd_request_errors_total", map[string]string{"operation": storagemetrics.OpGet}); n != 1 {
+		t.Errorf("etcd_request_errors_total{operation=get} = %v after a failed get, want 1", n)
 	}
 	if n, _ := value(t, reg, "apiserver_storage_objects", map[string]string{"resource": "configmaps"}); n != 1 {
 		t.Errorf("apiserver_storage_objects{resource=configmaps} = %v, want 1", n)

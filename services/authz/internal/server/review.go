@@ -29,6 +29,8 @@ type reviewer struct {
 	chain     authorizer.Chain
 	decisions *prometheus.CounterVec
 	duration  prometheus.Histogram
+	// errors counts reviews whose modes failed to evaluate.
+	errors prometheus.Counter
 	// inflight counts reviews being answered, so that shutdown can wait
 	// for their replies before NATS closes.
 	inflight inflight
@@ -77,8 +79,12 @@ func newReviewer(chain authorizer.Chain, reg prometheus.Registerer) (*reviewer, 
 			Help:    "Time to decide one SubjectAccessReview, transport excluded.",
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
 		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "kplane", Subsystem: "authz", Name: "evaluation_errors_total",
+			Help: "SubjectAccessReviews answered with an evaluationError: a mode (a policy, the webhook) failed to decide.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{r.decisions, r.duration} {
+	for _, c := range []prometheus.Collector{r.decisions, r.duration, r.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -106,6 +112,7 @@ func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAc
 		Reason:  reason,
 	}
 	if err != nil {
+		r.errors.Inc()
 		review.Status.EvaluationError = err.Error()
 	}
 	review.APIVersion = authorizationv1.SchemeGroupVersion.String()
