@@ -3,9 +3,11 @@
 // flags every storage service shares (Options → Validate → Config), the
 // connections they name, the front-proxy authentication that lets only the
 // gateway in, the health endpoints (etcd checked, readiness failing from
-// the start of shutdown), a loopback client to the service's own API, work
-// run on every replica or on the elected leader, etcd compaction, and the
-// shutdown order that ends watches before waiting for requests in flight.
+// the start of shutdown), /metrics with kube's storage, watch-cache and
+// watch metrics (to a client certificate of the client CA), a loopback
+// client to the service's own API, work run on every replica or on the
+// elected leader, etcd compaction, and the shutdown order that ends
+// watches before waiting for requests in flight.
 //
 // A service builds its API (kplane.dev/libs/apiserver/server), hands it to
 // Service.Serve with the readiness checks of its own, adds its work with Go

@@ -193,8 +193,9 @@ func (s *Service) Config() *Config { return s.cfg }
 
 // Serve makes api the service's API, behind the front proxy
 // authentication, with /healthz, /livez and /readyz open to any client
-// and /metrics to a client certificate of --client-ca-file; checks are the service's own conditions of health and readiness. It
-// listens on the configured address.
+// and /metrics to a client certificate of --client-ca-file; checks are
+// the service's own conditions of health and readiness. It listens on the
+// configured address.
 func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error {
 	if s.api != nil {
 		return errors.New("serve: already serving")
