@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -191,4 +194,49 @@ func certPEM(t *testing.T, srv *httptest.Server) []byte {
 
 func pemEncode(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestWebhookMetrics counts the webhook's calls by kube's result and its
+// cache's hits and misses.
+func TestWebhookMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review authorizationv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Spec.User == "broken" {
+			http.Error(w, "oops", http.StatusInternalServerError)
+			return
+		}
+		review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	t.Cleanup(srv.Close)
+	reg := prometheus.NewRegistry()
+	m, err := NewWebhookMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWebhook(&restclient.Config{Host: srv.URL}, WithWebhookMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "alice", "broken"} {
+		spec := &authorizationv1.SubjectAccessReviewSpec{User: user, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/x", Verb: "get"}}
+		if _, _, err := w.Authorize(context.Background(), spec); (err != nil) != (user == "broken") {
+			t.Fatalf("%s: %v", user, err)
+		}
+	}
+	want := `
+# HELP apiserver_authorization_webhook_evaluations_total Round-trips to authorization webhooks.
+# TYPE apiserver_authorization_webhook_evaluations_total counter
+apiserver_authorization_webhook_evaluations_total{name="webhook",result="canceled"} 0
+apiserver_authorization_webhook_evaluations_total{name="webhook",result="error"} 1
+apiserver_authorization_webhook_evaluations_total{name="webhook",result="success"} 1
+apiserver_authorization_webhook_evaluations_total{name="webhook",result="timeout"} 0
+# HELP kplane_authz_webhook_cache_requests_total Lookups of the webhook mode's decision cache, by whether the decision was cached (hit) or the webhook was called (miss).
+# TYPE kplane_authz_webhook_cache_requests_total counter
+kplane_authz_webhook_cache_requests_total{status="hit"} 1
+kplane_authz_webhook_cache_requests_total{status="miss"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
 }

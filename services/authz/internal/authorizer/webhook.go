@@ -43,6 +43,8 @@ type Webhook struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	// metrics records calls and cache lookups; nil records nothing.
+	metrics *WebhookMetrics
 }
 
 type cached struct {
@@ -113,8 +115,11 @@ func (w *Webhook) Authorize(ctx context.Context, spec *authorizationv1.SubjectAc
 		return NoOpinion, "", fmt.Errorf("encode webhook request: %w", err)
 	}
 	status, ok := w.lookup(string(key))
+	w.metrics.lookup(ok)
 	if !ok {
-		if status, err = w.call(ctx, spec); err != nil {
+		status, err = w.call(ctx, spec)
+		w.metrics.called(err)
+		if err != nil {
 			return NoOpinion, "", err
 		}
 		w.store(string(key), status)

@@ -144,7 +144,11 @@ func (s *Server) chain(index *rbac.Index) (authorizer.Chain, error) {
 				}})
 			}
 		case ModeWebhook:
-			w, err := authorizer.NewWebhook(s.cfg.webhook, authorizer.WithCacheTTLs(s.cfg.webhookTTLs[0], s.cfg.webhookTTLs[1]))
+			m, err := authorizer.NewWebhookMetrics(s.cfg.Registry)
+			if err != nil {
+				return nil, err
+			}
+			w, err := authorizer.NewWebhook(s.cfg.webhook, authorizer.WithCacheTTLs(s.cfg.webhookTTLs[0], s.cfg.webhookTTLs[1]), authorizer.WithWebhookMetrics(m))
 			if err != nil {
 				return nil, err
 			}
