@@ -2,6 +2,7 @@ package storagemetrics
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,11 @@ type Metrics struct {
 	cacheRevision   *prometheus.GaugeVec
 	terminated      *prometheus.CounterVec
 	readWait        *prometheus.HistogramVec
+
+	// mu guards current: the latest share of each resource, the only one
+	// whose Forget drops the resource's gauges.
+	mu      sync.Mutex
+	current map[schema.GroupResource]*Resource
 }
 
 // New registers the storage metrics on reg.
@@ -98,6 +104,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Histogram of time spent waiting for a watch cache to become fresh.",
 			Buckets: readWaitBuckets,
 		}, gr),
+		current: map[schema.GroupResource]*Resource{},
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.requestErrors, m.requestDuration, m.etcdEvents, m.objects, m.resourceObjects,
@@ -125,7 +132,11 @@ func (m *Metrics) Resource(gr schema.GroupResource) *Resource {
 		m.requestErrors.WithLabelValues(op, gr.Group, gr.Resource)
 	}
 	m.terminated.WithLabelValues(gr.Group, gr.Resource)
-	return &Resource{m: m, gr: gr}
+	r := &Resource{m: m, gr: gr}
+	m.mu.Lock()
+	m.current[gr] = r
+	m.mu.Unlock()
+	return r
 }
 
 // Request records one etcd request of operation op that started at start
@@ -214,11 +225,19 @@ func (r *Resource) ReadWait(d time.Duration) {
 
 // Forget drops the gauges of the resource, which describe a watch cache
 // that stopped: a resource no longer served (a deleted CRD's) must not
-// go on reporting its last count.
+// go on reporting its last count. A share the resource was given again
+// since (a CRD deleted and created anew, whose old cache may stop after
+// the new one started) forgets nothing.
 func (r *Resource) Forget() {
 	if r == nil {
 		return
 	}
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	if r.m.current[r.gr] != r {
+		return
+	}
+	delete(r.m.current, r.gr)
 	r.m.objects.DeleteLabelValues(r.gr.String())
 	r.m.resourceObjects.DeleteLabelValues(r.gr.Group, r.gr.Resource)
 	r.m.cacheRevision.DeleteLabelValues(r.gr.Group, r.gr.Resource)

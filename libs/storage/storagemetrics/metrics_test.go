@@ -179,7 +179,8 @@ func TestForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	newObj, objs := configMaps(t)
-	res := m.Resource(schema.GroupResource{Group: "example.com", Resource: "widgets"})
+	gr := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	res := m.Resource(gr)
 	keys := storage.NewKeys("/t", "example.com", "widgets")
 	c, err := cacher.New(etcd3.New(client, objs, newObj), newObj, keys.Prefix(), cacher.WithMetrics(res))
 	if err != nil {
@@ -205,5 +206,14 @@ func TestForget(t *testing.T) {
 	<-done
 	if n, ok := value(t, reg, "apiserver_storage_objects", map[string]string{"resource": "widgets.example.com"}); ok {
 		t.Errorf("stopped cache still reports apiserver_storage_objects = %v", n)
+	}
+
+	// The cache of a resource served anew reports on when the old one
+	// stops after it started.
+	old, renewed := m.Resource(gr), m.Resource(gr)
+	renewed.Objects(3)
+	old.Forget()
+	if n, ok := value(t, reg, "apiserver_storage_objects", map[string]string{"resource": "widgets.example.com"}); n != 3 {
+		t.Errorf("apiserver_storage_objects = %v (reported: %v) after an older cache stopped, want the new cache's 3", n, ok)
 	}
 }
