@@ -30,13 +30,16 @@ func TestAuditPolicyKept(t *testing.T) {
 	}
 }
 
-// TestComposeAuditPolicy keeps the compose file's policy make up's.
+// TestComposeAuditPolicy keeps the compose file's and the chart's default
+// policy make up's.
 func TestComposeAuditPolicy(t *testing.T) {
-	got, err := os.ReadFile(filepath.Join("..", "compose", "audit", "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != DefaultAuditPolicy {
-		t.Errorf("deploy/compose/audit/policy.yaml differs from DefaultAuditPolicy:\n%s", got)
+	for _, path := range []string{"deploy/compose/audit/policy.yaml", "charts/kplane/files/audit-policy.yaml"} {
+		got, err := os.ReadFile(filepath.Join("..", "..", path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != DefaultAuditPolicy {
+			t.Errorf("%s differs from DefaultAuditPolicy:\n%s", path, got)
+		}
 	}
 }

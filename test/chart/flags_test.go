@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // checkFlags runs the service's binary on args with its check-flags
@@ -72,6 +73,10 @@ func checkBundles(t *testing.T, c chartCase, objs objects, b bundles) {
 			if !isFileFlag(name) {
 				continue
 			}
+			if name == "audit-policy-file" {
+				checkAuditPolicy(t, objs, ctr, spec.Volumes, path)
+				continue
+			}
 			secret, key, err := secretFile(ctr, spec.Volumes, path)
 			if err != nil {
 				t.Errorf("%s %s: %v", s, a, err)
@@ -131,6 +136,40 @@ func secretFile(ctr corev1.Container, volumes []corev1.Volume, path string) (sec
 		return "", "", fmt.Errorf("mount %s has no volume", m.Name)
 	}
 	return "", "", fmt.Errorf("%s is on no volume the container mounts", path)
+}
+
+// checkAuditPolicy: the gateway's --audit-policy-file is the policy of
+// the chart's ConfigMap, which parses as an audit.k8s.io/v1 Policy.
+func checkAuditPolicy(t *testing.T, objs objects, ctr corev1.Container, volumes []corev1.Volume, path string) {
+	t.Helper()
+	cm := get[*corev1.ConfigMap](t, objs, "ConfigMap", prefix+"-gateway-audit-policy")
+	for _, m := range ctr.VolumeMounts {
+		rel, ok := strings.CutPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range volumes {
+			if v.Name == m.Name && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name) {
+				t.Errorf("--audit-policy-file=%s is on volume %s, not ConfigMap %s", path, v.Name, cm.Name)
+				return
+			}
+		}
+		policy, ok := cm.Data[rel]
+		if !ok {
+			t.Errorf("ConfigMap %s has no %s", cm.Name, rel)
+			return
+		}
+		var p struct {
+			APIVersion string           `json:"apiVersion"`
+			Kind       string           `json:"kind"`
+			Rules      []map[string]any `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(policy), &p); err != nil || p.APIVersion != "audit.k8s.io/v1" || p.Kind != "Policy" || len(p.Rules) == 0 {
+			t.Errorf("ConfigMap %s holds no audit policy (%v):\n%s", cm.Name, err, policy)
+		}
+		return
+	}
+	t.Errorf("--audit-policy-file=%s is on no volume the gateway mounts", path)
 }
 
 // isFileFlag reports whether the flag called name names a file, by the

@@ -45,6 +45,10 @@ type chartCase struct {
 	// natsTLS: the services speak TLS to an external NATS and present a
 	// client certificate.
 	natsTLS bool
+	// traced: every service sends spans to an OTLP endpoint.
+	traced bool
+	// audited: the gateway audits by the chart's policy.
+	audited bool
 }
 
 // cases are the matrix of values the chart must render correctly.
@@ -132,6 +136,14 @@ gateway:
 		etcd: 1, nats: 1, secretPrefix: "corp-kplane", noNetworkPolicy: true,
 	},
 	{
+		name: "traced and audited",
+		values: `
+tracing: {endpoint: "http://otel-collector.observability:4318", protocol: http/protobuf, samplingRatePerMillion: 1000}
+audit: {enabled: true, stream: true}
+`,
+		etcd: 1, nats: 1, secretPrefix: prefix, job: true, traced: true, audited: true,
+	},
+	{
 		name: "gateway reached from outside",
 		values: `
 certificates: {adminServer: "https://kplane.example.net", gatewayHostnames: [203.0.113.7]}
@@ -180,7 +192,36 @@ func TestRender(t *testing.T) {
 			if c.nats > 0 {
 				checkNATSConfig(t, c, objs, b)
 			}
+			checkObservability(t, c, objs)
 		})
+	}
+}
+
+// checkObservability: with tracing, every service is told where to send
+// spans; with audit, the gateway audits by the chart's policy to the
+// stream, and a changed policy changes its pods.
+func checkObservability(t *testing.T, c chartCase, objs objects) {
+	t.Helper()
+	for _, s := range services {
+		traced := slices.ContainsFunc(container(t, objs, s).Args, func(a string) bool { return strings.HasPrefix(a, "--tracing-endpoint=") })
+		if traced != c.traced {
+			t.Errorf("%s sends traces: %v, want %v", s, traced, c.traced)
+		}
+	}
+	args := container(t, objs, "gateway").Args
+	audited := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--audit-policy-file=") })
+	if audited != c.audited {
+		t.Fatalf("the gateway audits: %v, want %v", audited, c.audited)
+	}
+	if !c.audited {
+		return
+	}
+	if !slices.Contains(args, "--audit-stream") || !slices.Contains(args, "--audit-log-path=-") {
+		t.Errorf("the gateway's audit backends: %q", args)
+	}
+	pod := get[*appsv1.Deployment](t, objs, "Deployment", prefix+"-gateway").Spec.Template
+	if pod.Annotations["checksum/audit-policy"] == "" {
+		t.Errorf("the gateway's pods do not change with the audit policy: annotations %v", pod.Annotations)
 	}
 }
 
@@ -255,6 +296,9 @@ func checkInventory(t *testing.T, c chartCase, objs objects) {
 		if !c.noNetworkPolicy {
 			add("NetworkPolicy", prefix+"-nats")
 		}
+	}
+	if c.audited {
+		add("ConfigMap", prefix+"-gateway-audit-policy")
 	}
 	if c.job {
 		add("Job", prefix+"-certificates")

@@ -23,7 +23,8 @@ external NATS wants. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* (dict "root" $ "component" "core" "args" "- --flag\n..."): a
+{{/* (dict "root" $ "component" "core" "args" "- --flag\n..."
+["mounts" "- name: ...", "volumes" "- name: ...", "annotations" (dict)]): a
 service's Deployment. */}}
 {{- define "kplane.deployment" -}}
 {{- $root := .root -}}
@@ -62,7 +63,8 @@ spec:
         {{- with $v.podLabels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-      {{- with $v.podAnnotations }}
+      {{- $annotations := merge (dict) ($v.podAnnotations | default dict) (.annotations | default dict) }}
+      {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -108,6 +110,13 @@ spec:
             {{- end }}
             - --log-format={{ $root.Values.logFormat }}
             - --log-level={{ $root.Values.logLevel }}
+            {{- with $root.Values.tracing }}
+            {{- if .endpoint }}
+            - --tracing-endpoint={{ .endpoint }}
+            - --tracing-protocol={{ .protocol }}
+            - --tracing-sampling-rate-per-million={{ .samplingRatePerMillion }}
+            {{- end }}
+            {{- end }}
             - --shutdown-delay-duration={{ $v.shutdownDelay }}
             {{- with $v.extraArgs }}
             {{- toYaml . | nindent 12 }}
@@ -184,6 +193,9 @@ spec:
               mountPath: /etc/kplane-nats-tls
               readOnly: true
             {{- end }}
+            {{- with .mounts }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         # Files are root's, readable by the group the pod runs as (fsGroup).
         - name: bundle
@@ -216,6 +228,9 @@ spec:
           secret:
             secretName: {{ $ext.tls.existingSecret }}
             defaultMode: 0440
+        {{- end }}
+        {{- with .volumes }}
+        {{- . | nindent 8 }}
         {{- end }}
 {{- end -}}
 
