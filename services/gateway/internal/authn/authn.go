@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kplane.dev/libs/apiserver/frontproxy"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/tracing"
 	protoauthn "kplane.dev/proto/authn"
@@ -92,7 +93,7 @@ type Options struct {
 	Observer *natsrpc.Observer
 	// CacheMetrics records the token cache's lookups; nil records
 	// nothing.
-	CacheMetrics *CacheMetrics
+	CacheMetrics *metrics.CacheLookups
 }
 
 // Authenticator finds who sent a request.
@@ -326,7 +327,7 @@ func (a *Authenticator) token(ctx context.Context, token string) (*frontproxy.Us
 	key := hex.EncodeToString(sum[:])
 	v, hit := a.reviews.Get(key)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("kplane.authentication.cache_hit", hit))
-	a.opts.CacheMetrics.lookup(hit)
+	a.opts.CacheMetrics.Lookup(hit)
 	if hit {
 		return clone(v.(*frontproxy.User)), nil
 	}

@@ -24,6 +24,7 @@ import (
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/apiserver/requestinfo"
+	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/libs/tracing"
 	protoauthz "kplane.dev/proto/authz"
@@ -95,7 +96,7 @@ type Options struct {
 	Observer *natsrpc.Observer
 	// CacheMetrics records the decision cache's lookups; nil records
 	// nothing.
-	CacheMetrics *CacheMetrics
+	CacheMetrics *metrics.CacheLookups
 }
 
 // Authorizer answers decisions locally for system:masters and through
@@ -201,7 +202,7 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 	}
 	key := string(spec)
 	v, ok := a.decisions.Get(key)
-	a.opts.CacheMetrics.lookup(ok)
+	a.opts.CacheMetrics.Lookup(ok)
 	if ok {
 		return v.(Decision), true, nil
 	}
