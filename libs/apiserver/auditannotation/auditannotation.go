@@ -12,6 +12,13 @@ import (
 // query-escaped, as Warning headers hold one warning each.
 const Header = "Kplane-Audit-Annotation"
 
+// PatchPrefix begins the keys of the annotations that hold a mutating
+// webhook's patch, a part of the request body, which kube records only in
+// events at level Request and above. They are the only annotations kube
+// gives a level above Metadata, so rather than carry a level in Header
+// the gateway drops the keys with this prefix from events below Request.
+const PatchPrefix = "patch.webhook.admission.k8s.io/"
+
 type recorderKey struct{}
 
 // recorder adds annotations to a response's headers, keeping the first

@@ -256,7 +256,8 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 	}
 	res, err := m.webhooks.Mutate(ctx, a)
 	if err != nil {
-		return nil, err
+		// A refusal keeps the webhooks' warnings and audit annotations.
+		return res, err
 	}
 	if res.Object != nil {
 		a = a.WithObject(res.Object)
@@ -265,7 +266,9 @@ func (m policiesThenWebhooks) Mutate(ctx context.Context, a *review.Attributes) 
 	if res.Object != nil || re.Changed() {
 		obj, err := m.policies.MutateWith(ctx, a, re)
 		if err != nil {
-			return nil, err
+			// The policies' refusal keeps the webhooks' warnings and
+			// audit annotations, as kube audits the write with them.
+			return &review.Result{Warnings: res.Warnings, AuditAnnotations: res.AuditAnnotations}, err
 		}
 		if obj != nil {
 			a = a.WithObject(obj)

@@ -10,8 +10,6 @@
 //
 // Where it differs from kube:
 //
-//   - The patch.webhook.admission.k8s.io audit annotations, which kube
-//     records only at audit level Request, are not made.
 //   - A webhook answering outside 2xx is described as kube describes a
 //     generic server response; kube's REST client also reads a Status
 //     from such an answer's body.

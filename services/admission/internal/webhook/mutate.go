@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kplane.dev/libs/apiserver/auditannotation"
 	"kplane.dev/services/admission/internal/review"
 )
 
 // Audit annotation key prefixes of kube's mutating webhooks, followed by
-// round_<round>_index_<index>.
+// round_<round>_index_<index>, index being the webhook's place among all
+// the mutating webhooks in kube's order, called or not.
 const (
 	mutationAnnotationPrefix           = "mutation.webhook.admission.k8s.io/"
 	mutationFailedOpenAnnotationPrefix = "failed-open." + mutationAnnotationPrefix
@@ -29,7 +31,9 @@ const (
 // webhook changed the object, the webhooks with reinvocationPolicy
 // IfNeeded that saw it before that change are called once more, in order,
 // as kube does. A refusal or a failure of a webhook whose failurePolicy
-// is Fail is an *apierrors.StatusError; other errors mean the webhooks
+// is Fail is an *apierrors.StatusError, returned with the result holding
+// the warnings and audit annotations made until then, which kube keeps
+// for the refused write's audit event; other errors mean the webhooks
 // could not be listed.
 func (d *Dispatcher) Mutate(ctx context.Context, a *review.Attributes) (*review.Result, error) {
 	rec := &recorder{}
@@ -43,11 +47,11 @@ func (d *Dispatcher) Mutate(ctx context.Context, a *review.Attributes) (*review.
 	m := &mutation{d: d, a: a, rec: rec, obj: a.Object.DeepCopy(),
 		invoked: map[string]bool{}, reinvoke: map[string]bool{}}
 	if err := m.round(ctx, hooks, 0); err != nil {
-		return nil, err
+		return rec.result(nil), err
 	}
 	if m.changedInRound0 {
 		if err := m.round(ctx, hooks, 1); err != nil {
-			return nil, err
+			return rec.result(nil), err
 		}
 	}
 	if a.Object == nil || equality.Semantic.DeepEqual(a.Object.Object, m.obj.Object) {
@@ -80,8 +84,9 @@ func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 		if seen == nil || (round == 1 && !m.reinvoke[h.id()]) {
 			continue
 		}
-		changed, err := m.invoke(ctx, h, seen)
-		m.annotateMutation(h, round, i, changed)
+		key := fmt.Sprintf("round_%d_index_%d", round, i)
+		changed, err := m.invoke(ctx, h, seen, key)
+		m.annotateMutation(h, key, changed)
 		if changed {
 			for id := range m.invoked {
 				m.reinvoke[id] = true
@@ -105,7 +110,7 @@ func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 			return apierrors.NewInternalError(err)
 		}
 		m.d.cfg.Logger.WarnContext(ctx, "failed calling webhook, failing open", "webhook", h.name, "err", err)
-		m.rec.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationFailedOpenAnnotationPrefix, round, i), h.name)
+		m.rec.annotate(mutationFailedOpenAnnotationPrefix+key, h.name)
 		if ctx.Err() != nil {
 			return apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
 		}
@@ -115,8 +120,9 @@ func (m *mutation) round(ctx context.Context, hooks []*hook, round int) error {
 
 // invoke calls h with the write as h sees it, seen, and applies its
 // patch to m.obj, converting it back from the equivalent kind h may have
-// seen it as; it reports whether the object changed.
-func (m *mutation) invoke(ctx context.Context, h *hook, seen *review.Attributes) (bool, error) {
+// seen it as; it reports whether the object changed. A patch applied is
+// recorded under the annotation key suffix key.
+func (m *mutation) invoke(ctx context.Context, h *hook, seen *review.Attributes, key string) (bool, error) {
 	ans, err := m.d.call(ctx, h, seen, seen.Object, true)
 	if err != nil {
 		return false, err
@@ -128,10 +134,13 @@ func (m *mutation) invoke(ctx context.Context, h *hook, seen *review.Attributes)
 	if !ans.allowed {
 		return false, denied(h.name, ans.result)
 	}
-	patched, err := applyPatch(h, seen.Object, ans)
+	patched, patch, err := applyPatch(h, seen.Object, ans)
 	if err != nil || patched == nil {
 		return false, err
 	}
+	// As kube, once the patch applies, whether or not it changed the
+	// object and before converting it back.
+	m.annotatePatch(h, key, patch)
 	if patched, err = m.a.ConvertTo(patched, schema.GroupVersionKind(m.a.Request.Kind)); err != nil {
 		return false, err
 	}
@@ -140,43 +149,43 @@ func (m *mutation) invoke(ctx context.Context, h *hook, seen *review.Attributes)
 	return changed, nil
 }
 
-// applyPatch returns obj with ans's patch applied, nil when there is no
-// patch.
-func applyPatch(h *hook, obj *unstructured.Unstructured, ans *answer) (*unstructured.Unstructured, error) {
+// applyPatch returns obj with ans's patch applied and the patch decoded,
+// nil when there is no patch.
+func applyPatch(h *hook, obj *unstructured.Unstructured, ans *answer) (*unstructured.Unstructured, jsonpatch.Patch, error) {
 	if len(ans.patch) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p, err := jsonpatch.DecodePatch(ans.patch)
 	if err != nil {
-		return nil, &callError{webhook: h.name, reason: fmt.Errorf("received undecodable patch in webhook response: %w", err)}
+		return nil, nil, &callError{webhook: h.name, reason: fmt.Errorf("received undecodable patch in webhook response: %w", err)}
 	}
 	if len(p) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if obj == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.name))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.name))
 	}
 	if ans.patchType != admissionv1.PatchTypeJSONPatch {
-		return nil, &callError{webhook: h.name, reason: fmt.Errorf("unsupported patch type %q", ans.patchType)}
+		return nil, nil, &callError{webhook: h.name, reason: fmt.Errorf("unsupported patch type %q", ans.patchType)}
 	}
 	js, err := json.Marshal(obj.Object)
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encoding the object to patch: %w", err))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encoding the object to patch: %w", err))
 	}
 	patched, err := p.Apply(js)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	out := &unstructured.Unstructured{}
 	if err := out.UnmarshalJSON(patched); err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
-	return out, nil
+	return out, p, nil
 }
 
 // annotateMutation records, as kube does, which webhook was called in
 // which round and whether it changed the object.
-func (m *mutation) annotateMutation(h *hook, round, index int, changed bool) {
+func (m *mutation) annotateMutation(h *hook, key string, changed bool) {
 	v, err := json.Marshal(struct {
 		Configuration string `json:"configuration"`
 		Webhook       string `json:"webhook"`
@@ -185,5 +194,20 @@ func (m *mutation) annotateMutation(h *hook, round, index int, changed bool) {
 	if err != nil {
 		return
 	}
-	m.rec.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationAnnotationPrefix, round, index), string(v))
+	m.rec.annotate(mutationAnnotationPrefix+key, string(v))
+}
+
+// annotatePatch records the JSON patch h applied, in kube's form: the
+// decoded operations re-encoded, so their fields come in sorted order.
+func (m *mutation) annotatePatch(h *hook, key string, patch jsonpatch.Patch) {
+	v, err := json.Marshal(struct {
+		Configuration string          `json:"configuration"`
+		Webhook       string          `json:"webhook"`
+		Patch         jsonpatch.Patch `json:"patch,omitempty"`
+		PatchType     string          `json:"patchType,omitempty"`
+	}{h.configuration, h.name, patch, string(admissionv1.PatchTypeJSONPatch)})
+	if err != nil {
+		return
+	}
+	m.rec.annotate(auditannotation.PatchPrefix+key, string(v))
 }

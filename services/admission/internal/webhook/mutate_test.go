@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,5 +224,79 @@ func TestMutateFailurePolicy(t *testing.T) {
 				t.Errorf("audit annotations %v lack the failed-open one", res.AuditAnnotations)
 			}
 		})
+	}
+}
+
+// TestMutateAuditAnnotations checks the audit annotations kube makes for
+// the mutating webhooks called: one per call telling whether it changed
+// the object, and the patch it applied, keyed by round and by the
+// webhook's place among all the mutating webhooks.
+func TestMutateAuditAnnotations(t *testing.T) {
+	var mu sync.Mutex
+	var seen []map[string]string
+	a := labeler(t, "a", &seen, &mu)
+	// b writes its patch's fields out of order and spaced: the annotation
+	// holds them re-encoded, as kube's does.
+	b := startServer(t, func(_ *http.Request, _ *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+		resp.Patch, resp.PatchType = []byte(`[ {"value": "set", "path": "/metadata/labels/b", "op": "add"} ]`), ptr(admissionv1.PatchTypeJSONPatch)
+	})
+	d := dispatcher(t, &configs{mutating: []*admissionregistrationv1.MutatingWebhookConfiguration{
+		mutatingConfig("2-b",
+			// Not called, yet it takes index 1.
+			mutating("skipped.example.com", b, func(w *admissionregistrationv1.MutatingWebhook) {
+				w.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"absent": "yes"}}
+			}),
+			mutating("b.example.com", b, nil)),
+		mutatingConfig("1-a", mutating("a.example.com", a, func(w *admissionregistrationv1.MutatingWebhook) {
+			w.ReinvocationPolicy = ptr(admissionregistrationv1.IfNeededReinvocationPolicy)
+		})),
+	}})
+	res, err := d.Mutate(context.Background(), createPod(pod(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"mutation.webhook.admission.k8s.io/round_0_index_0": `{"configuration":"1-a","webhook":"a.example.com","mutated":true}`,
+		"patch.webhook.admission.k8s.io/round_0_index_0":    `{"configuration":"1-a","webhook":"a.example.com","patch":[{"op":"add","path":"/metadata/labels","value":{"a":"set"}}],"patchType":"JSONPatch"}`,
+		"mutation.webhook.admission.k8s.io/round_0_index_2": `{"configuration":"2-b","webhook":"b.example.com","mutated":true}`,
+		"patch.webhook.admission.k8s.io/round_0_index_2":    `{"configuration":"2-b","webhook":"b.example.com","patch":[{"op":"add","path":"/metadata/labels/b","value":"set"}],"patchType":"JSONPatch"}`,
+		// a, reinvoked, finds its label and patches nothing.
+		"mutation.webhook.admission.k8s.io/round_1_index_0": `{"configuration":"1-a","webhook":"a.example.com","mutated":false}`,
+	}
+	if diff := cmp.Diff(want, res.AuditAnnotations); diff != "" {
+		t.Errorf("audit annotations (-want +got):\n%s", diff)
+	}
+}
+
+// TestMutateRefusedKeepsAnnotations checks that when a webhook refuses
+// the write, the audit annotations made until then, the webhooks' own
+// among them, come back with the refusal, as kube audits them.
+func TestMutateRefusedKeepsAnnotations(t *testing.T) {
+	var mu sync.Mutex
+	var seen []map[string]string
+	a := labeler(t, "a", &seen, &mu)
+	deny := startServer(t, func(_ *http.Request, _ *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Message: "no"}
+		resp.AuditAnnotations = map[string]string{"reason": "policy"}
+	})
+	d := dispatcher(t, &configs{mutating: []*admissionregistrationv1.MutatingWebhookConfiguration{
+		mutatingConfig("config", mutating("a.example.com", a, nil), mutating("deny.example.com", deny, nil)),
+	}})
+	res, err := d.Mutate(context.Background(), createPod(pod(nil)))
+	if st := statusOf(t, err); st.Code != http.StatusBadRequest {
+		t.Errorf("status %d %q, want deny.example.com's refusal", st.Code, st.Message)
+	}
+	if res == nil {
+		t.Fatal("no result with the refusal")
+	}
+	want := map[string]string{
+		"mutation.webhook.admission.k8s.io/round_0_index_0": `{"configuration":"config","webhook":"a.example.com","mutated":true}`,
+		"patch.webhook.admission.k8s.io/round_0_index_0":    `{"configuration":"config","webhook":"a.example.com","patch":[{"op":"add","path":"/metadata/labels","value":{"a":"set"}}],"patchType":"JSONPatch"}`,
+		"mutation.webhook.admission.k8s.io/round_0_index_1": `{"configuration":"config","webhook":"deny.example.com","mutated":false}`,
+		"deny.example.com/reason":                           "policy",
+	}
+	if diff := cmp.Diff(want, res.AuditAnnotations); diff != "" {
+		t.Errorf("audit annotations (-want +got):\n%s", diff)
 	}
 }

@@ -486,3 +486,55 @@ func mustCounter(t *testing.T, reg *prometheus.Registry, name, v string) prometh
 	t.Fatalf("no %s{%s} on the registry", name, v)
 	return nil
 }
+
+// TestPatchAnnotationLevel checks that a mutating webhook's patch, which
+// a backend sends among its audit annotations, is recorded only in events
+// at level Request and above, as kube records it, while the mutation
+// annotation beside it is recorded at Metadata.
+func TestPatchAnnotationLevel(t *testing.T) {
+	const (
+		mutation = "mutation.webhook.admission.k8s.io/round_0_index_0"
+		patch    = "patch.webhook.admission.k8s.io/round_0_index_0"
+	)
+	mutated := `{"configuration":"c","webhook":"w.example.com","mutated":true}`
+	patched := `{"configuration":"c","webhook":"w.example.com","patch":[{"op":"add","path":"/data","value":{"a":"b"}}],"patchType":"JSONPatch"}`
+	p, err := policy.Parse([]byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
+		"- level: Request\n  resources: [{group: \"\", resources: [\"configmaps\"]}]\n- level: Metadata\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(t, false)
+	a, err := audit.New(policy.New(p), []audit.Backend{{Name: "webhook", Sink: c.webhook(t), BufferSize: 10, MaxBatchSize: 10}}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(audit.WithID)
+	e.Use(a.Filter)
+	e.POST("/api/v1/namespaces/:ns/:resource", func(c echo.Context) error {
+		audit.TrustBackend(c.Request().Context())
+		ctx := auditannotation.WithRecorder(c.Request().Context(), c.Response().Header())
+		auditannotation.Add(ctx, mutation, mutated)
+		auditannotation.Add(ctx, patch, patched)
+		return c.JSON(http.StatusCreated, map[string]any{})
+	})
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	do(t, http.MethodPost, srv.URL+"/api/v1/namespaces/default/configmaps", "alice", `{}`)
+	do(t, http.MethodPost, srv.URL+"/api/v1/namespaces/default/secrets", "alice", `{}`)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]string{}
+	for _, ev := range c.events() {
+		got[string(ev.Level)] = ev.Annotations
+	}
+	want := map[string]map[string]string{
+		"Request":  {mutation: mutated, patch: patched},
+		"Metadata": {mutation: mutated},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("annotations by level (-want +got):\n%s", diff)
+	}
+}

@@ -2,7 +2,7 @@ package audit
 
 import (
 	"context"
-	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,12 +80,24 @@ func SetImpersonatedUser(ctx context.Context, u *frontproxy.User) {
 	ra.mu.Unlock()
 }
 
-// fill copies the annotations and the impersonated user into ev.
+// fill copies the annotations and the impersonated user into ev; below
+// level Request it leaves out the mutating webhooks' patches, part of
+// the request body, as kube does.
 func (ra *requestAudit) fill(ev *auditv1.Event) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	if len(ra.annotations) > 0 {
-		ev.Annotations = maps.Clone(ra.annotations)
+	var annotations map[string]string
+	for k, v := range ra.annotations {
+		if !atLeast(ev.Level, auditv1.LevelRequest) && strings.HasPrefix(k, auditannotation.PatchPrefix) {
+			continue
+		}
+		if annotations == nil {
+			annotations = make(map[string]string, len(ra.annotations))
+		}
+		annotations[k] = v
+	}
+	if annotations != nil {
+		ev.Annotations = annotations
 	}
 	if ra.impersonated != nil {
 		u := *ra.impersonated

@@ -7,7 +7,8 @@
 // request and response objects at the levels that record them, and the
 // annotations of authorization and of admission (which the storage
 // services send back in a response header, see
-// kplane.dev/libs/apiserver/auditannotation).
+// kplane.dev/libs/apiserver/auditannotation), a mutating webhook's patch
+// only at level Request and above.
 //
 // Events go to backends through a buffer each: a request waits for room
 // in a full buffer at most a configured bound, then its event is dropped
