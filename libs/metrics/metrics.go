@@ -9,9 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
 )
 
@@ -35,15 +33,5 @@ func NewRegistry() (*prometheus.Registry, error) {
 // kube-apiserver answers a client it cannot authenticate. A nil
 // clientCA refuses everyone.
 func Handler(g prometheus.Gatherer, clientCA *x509.CertPool, log *slog.Logger) http.Handler {
-	serve := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := frontproxy.VerifyClient(r, clientCA); err != nil {
-			log.Debug("metrics refused", "remote", r.RemoteAddr, "err", err)
-			if werr := apistatus.WriteHTTP(w, apierrors.NewUnauthorized("Unauthorized")); werr != nil {
-				log.Debug("write refusal", "err", werr)
-			}
-			return
-		}
-		serve.ServeHTTP(w, r)
-	})
+	return frontproxy.RequireClientCertificate(promhttp.HandlerFor(g, promhttp.HandlerOpts{}), clientCA, log)
 }

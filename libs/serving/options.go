@@ -18,8 +18,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/libs/command"
 	"kplane.dev/libs/pki"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/tracing"
 )
 
@@ -63,7 +65,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
-	Tracing         tracing.Options
+	// Profiling serves the runtime's profiles under /debug/pprof/, as
+	// kube-apiserver does by default; ContentionProfiling also samples
+	// block and mutex events.
+	Profiling           bool
+	ContentionProfiling bool
+	Tracing             tracing.Options
 
 	service Service
 }
@@ -75,6 +82,7 @@ func NewOptions(s Service) Options {
 		ShutdownTimeout: DefaultShutdownTimeout,
 		LogFormat:       command.DefaultLogFormat,
 		LogLevel:        command.DefaultLogLevel,
+		Profiling:       true,
 		Tracing:         tracing.NewOptions(),
 		service:         s,
 	}
@@ -92,6 +100,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long requests in flight may take to finish on shutdown")
 	command.AddLogFormatFlag(fs, &o.LogFormat)
 	command.AddLogLevelFlag(fs, &o.LogLevel)
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve the Go runtime's profiles under /debug/pprof/ (to the clients that may read /metrics here)")
+	fs.BoolVar(&o.ContentionProfiling, "contention-profiling", o.ContentionProfiling, "with --profiling, also sample block and mutex contention, at a small cost on every lock")
 	o.Tracing.AddFlags(fs)
 }
 
@@ -134,6 +144,9 @@ type Config struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
+	// Profiles serves the runtime's profiles under profiling.Path; nil
+	// with --profiling=false. The service decides who may read them.
+	Profiles http.Handler
 	// Tracing is nil when tracing is off; the service shuts it down when
 	// it stops.
 	Tracing *tracing.Provider
@@ -160,6 +173,9 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		ShutdownDelay:   o.ShutdownDelay,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             command.NewLogger(o.LogFormat, level, logOut),
+	}
+	if o.Profiling {
+		c.Profiles = profiling.Handler(o.ContentionProfiling)
 	}
 	if c.Certificate, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
 		return nil, fmt.Errorf("load serving certificate: %w", err)
@@ -251,4 +267,14 @@ func leafCertificate(file string) ([]byte, error) {
 		return nil, fmt.Errorf("--tls-cert-file %s: no PEM certificate", file)
 	}
 	return block.Bytes, nil
+}
+
+// InternalProfiles is Profiles for the clients whose certificates
+// ClientCA verifies, the rule of an internal service's metrics; nil when
+// profiling is off.
+func (c *Config) InternalProfiles() http.Handler {
+	if c.Profiles == nil {
+		return nil
+	}
+	return frontproxy.RequireClientCertificate(c.Profiles, c.ClientCA, c.Log)
 }

@@ -106,7 +106,8 @@ func TestFlags(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := serving.NewOptions(required)
-	if o.ListenAddress != "127.0.0.1:6444" || o.ShutdownTimeout != serving.DefaultShutdownTimeout || o.ShutdownDelay != 0 || o.LogFormat != "text" || o.LogLevel != "info" {
+	if o.ListenAddress != "127.0.0.1:6444" || o.ShutdownTimeout != serving.DefaultShutdownTimeout || o.ShutdownDelay != 0 || o.LogFormat != "text" || o.LogLevel != "info" ||
+		!o.Profiling || o.ContentionProfiling {
 		t.Errorf("defaults %+v", o)
 	}
 }

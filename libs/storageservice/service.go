@@ -26,6 +26,7 @@ import (
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/serving"
 	"kplane.dev/libs/storage/compactor"
 	"kplane.dev/libs/storage/storagemetrics"
@@ -225,6 +226,9 @@ func (s *Service) Serve(api *apiserver.Server, checks ...healthz.Checker) error 
 	// Metrics name no user: any certificate of the client CA may read
 	// them, as it may the other services' metrics.
 	mux.Handle(metrics.Path, metrics.Handler(s.registry, s.cfg.Serving.ClientCA, s.log))
+	if h := s.cfg.Serving.InternalProfiles(); h != nil {
+		profiling.RegisterMux(mux, h)
+	}
 	// The API's requests continue the gateway's trace; health checks
 	// start none.
 	mux.Handle("/", s.cfg.Serving.Tracing.Handler(auth.Wrap(s.handler), "KubernetesAPI", otelhttp.WithSpanNameFormatter(requestinfo.SpanName)))

@@ -4,8 +4,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kplane.dev/libs/apiserver/apistatus"
 )
 
 // ErrNoClientCertificate is VerifyClient's answer to a request that
@@ -47,4 +52,21 @@ func CheckAllowedName(cert *x509.Certificate, allowed []string) error {
 		return fmt.Errorf("client certificate CN %q is not an allowed front proxy name", cert.Subject.CommonName)
 	}
 	return nil
+}
+
+// RequireClientCertificate serves next to a client whose certificate
+// clientCA verifies, and kube's 401 Unauthorized to any other: the rule
+// of the internal services' endpoints that name no user, such as metrics
+// and profiles. A nil clientCA refuses everyone.
+func RequireClientCertificate(next http.Handler, clientCA *x509.CertPool, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := VerifyClient(r, clientCA); err != nil {
+			log.Debug("client certificate refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			if werr := apistatus.WriteHTTP(w, apierrors.NewUnauthorized("Unauthorized")); werr != nil {
+				log.Debug("write refusal", "err", werr)
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/admission"
 	"kplane.dev/services/admission/internal/chain"
@@ -314,6 +315,9 @@ func (s *Server) handler() http.Handler {
 		e.GET("/"+endpoint+"/*", h)
 	}
 	e.GET(metrics.Path, echo.WrapHandler(metrics.Handler(s.registry, s.cfg.serving.ClientCA, s.log)))
+	if h := s.cfg.serving.InternalProfiles(); h != nil {
+		profiling.RegisterEcho(e, h)
+	}
 	return e
 }
 

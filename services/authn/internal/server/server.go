@@ -20,6 +20,7 @@ import (
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/serving"
 	authnproto "kplane.dev/proto/authn"
 	"kplane.dev/services/authn/internal/authenticator"
@@ -245,6 +246,9 @@ func (s *Server) handler(metricsHandler http.Handler) http.Handler {
 		e.GET("/"+name+"/*", h)
 	}
 	e.GET("/metrics", echo.WrapHandler(metricsHandler))
+	if h := s.cfg.serving.InternalProfiles(); h != nil {
+		profiling.RegisterEcho(e, h)
+	}
 	e.POST(tokenReviewPath, s.httpTokenReview)
 	return e
 }

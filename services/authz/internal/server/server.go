@@ -17,6 +17,7 @@ import (
 	"kplane.dev/libs/healthz"
 	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/regopolicy"
 	"kplane.dev/libs/serving"
 	"kplane.dev/proto/authz"
@@ -197,6 +198,9 @@ func (s *Server) handler() http.Handler {
 		e.GET("/"+endpoint+"/*", h)
 	}
 	e.GET(metrics.Path, echo.WrapHandler(metrics.Handler(s.cfg.Registry, s.cfg.serving.ClientCA, s.log)))
+	if h := s.cfg.serving.InternalProfiles(); h != nil {
+		profiling.RegisterEcho(e, h)
+	}
 	return e
 }
 

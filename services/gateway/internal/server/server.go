@@ -25,6 +25,7 @@ import (
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/metrics"
 	"kplane.dev/libs/natsrpc"
+	"kplane.dev/libs/profiling"
 	"kplane.dev/libs/serving"
 	"kplane.dev/services/gateway/internal/audit"
 	auditoptions "kplane.dev/services/gateway/internal/audit/options"
@@ -229,6 +230,11 @@ func New(cfg *Config) (*Server, error) {
 	s.echo.GET("/version", version)
 	s.echo.GET("/version/", version)
 	s.echo.GET("/metrics", echo.WrapHandler(filters.MetricsHandler(reg)))
+	// Authorized as the non-resource URLs they are, as kube's: the
+	// bootstrap policy gives them to cluster-admin only.
+	if cfg.serving.Profiles != nil {
+		profiling.RegisterEcho(s.echo, cfg.serving.Profiles)
+	}
 	s.echo.GET(issuer.DiscoveryPath, issuer.Handler(nc, issuer.DiscoveryPath, reviews, cfg.log))
 	s.echo.GET(issuer.KeysPath, issuer.Handler(nc, issuer.KeysPath, reviews, cfg.log))
 	// The documents get a router of their own: echo matches
