@@ -9,7 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// AttrFunc returns the labels and the selectable fields of an object.
+// AttrFunc returns the labels and the selectable fields of an object. The
+// labels are always the object's own metadata.labels, as in kube; only
+// the fields differ between kinds, which lets a label selector be
+// matched without calling it.
 type AttrFunc func(obj runtime.Object) (labels.Set, fields.Set, error)
 
 // SelectionPredicate is a list's or watch's label and field selector,
@@ -31,6 +34,16 @@ func (p SelectionPredicate) Empty() bool {
 func (p SelectionPredicate) Matches(obj runtime.Object) (bool, error) {
 	if p.Empty() {
 		return true, nil
+	}
+	if p.Field == nil || p.Field.Empty() {
+		// A label selector alone, the common case of a controller's
+		// list: the labels need no AttrFunc, whose fields.Set is one
+		// allocation per object of the list.
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false, fmt.Errorf("read object metadata: %w", err)
+		}
+		return p.Label.Matches(labels.Set(m.GetLabels())), nil
 	}
 	attrs := p.GetAttrs
 	if attrs == nil {

@@ -33,7 +33,7 @@ type Options struct {
 // Authenticator reads the identity of requests that come through the front
 // proxy.
 type Authenticator struct {
-	ca      *x509.CertPool
+	ca      *Verifier
 	allowed []string
 	headers Headers
 	log     *slog.Logger
@@ -55,7 +55,7 @@ func New(o Options) (*Authenticator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Authenticator{ca: o.ClientCA, allowed: slices.Clone(o.AllowedNames), headers: DefaultHeaders(), log: log}, nil
+	return &Authenticator{ca: NewVerifier(o.ClientCA), allowed: slices.Clone(o.AllowedNames), headers: DefaultHeaders(), log: log}, nil
 }
 
 // Wrap returns next behind the authenticator: next sees only requests from
@@ -77,7 +77,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 }
 
 func (a *Authenticator) authenticate(r *http.Request) (*User, error) {
-	cert, err := VerifyClient(r, a.ca)
+	cert, err := a.ca.Verify(r)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,9 @@ type Authenticator struct {
 	opts    Options
 	log     *slog.Logger
 	reviews *cache.LRUExpireCache
+	// clientCerts and proxyCerts verify the certificates of ClientCA
+	// and RequestHeader.ClientCA; nil when those are.
+	clientCerts, proxyCerts *frontproxy.Verifier
 	// generation counts flushes, so that a review started before one is
 	// not cached after it.
 	generation atomic.Uint64
@@ -125,12 +128,19 @@ func New(nc *nats.Conn, o Options) *Authenticator {
 	if o.Timeout <= 0 {
 		o.Timeout = natsrpc.DefaultTimeout
 	}
-	return &Authenticator{
+	a := &Authenticator{
 		nc:      nc,
 		opts:    o,
 		log:     o.Logger,
 		reviews: cache.NewLRUExpireCacheWithClock(tokenCacheSize, o.Clock),
 	}
+	if o.ClientCA != nil {
+		a.clientCerts = frontproxy.NewVerifier(o.ClientCA)
+	}
+	if o.RequestHeader != nil {
+		a.proxyCerts = frontproxy.NewVerifier(o.RequestHeader.ClientCA)
+	}
+	return a
 }
 
 // authenticator is one of the union: a nil user and nil error say the
@@ -202,10 +212,10 @@ func withAuthenticated(u *frontproxy.User) *frontproxy.User {
 	return u
 }
 
-// verify checks r's client certificate against pool for client auth and
+// verify checks r's client certificate with v for client auth and
 // returns it; nil without a certificate.
-func verify(r *http.Request, pool *x509.CertPool) (*x509.Certificate, error) {
-	cert, err := frontproxy.VerifyClient(r, pool)
+func verify(r *http.Request, v *frontproxy.Verifier) (*x509.Certificate, error) {
+	cert, err := v.Verify(r)
 	if errors.Is(err, frontproxy.ErrNoClientCertificate) {
 		return nil, nil
 	}
@@ -213,10 +223,10 @@ func verify(r *http.Request, pool *x509.CertPool) (*x509.Certificate, error) {
 }
 
 func (a *Authenticator) x509(r *http.Request) (*frontproxy.User, error) {
-	if a.opts.ClientCA == nil {
+	if a.clientCerts == nil {
 		return nil, nil
 	}
-	cert, err := verify(r, a.opts.ClientCA)
+	cert, err := verify(r, a.clientCerts)
 	if err != nil || cert == nil || cert.Subject.CommonName == "" {
 		return nil, err
 	}
@@ -228,7 +238,7 @@ func (a *Authenticator) requestHeader(r *http.Request) (*frontproxy.User, error)
 	if rh == nil {
 		return nil, nil
 	}
-	cert, err := verify(r, rh.ClientCA)
+	cert, err := verify(r, a.proxyCerts)
 	if err != nil || cert == nil {
 		return nil, err
 	}

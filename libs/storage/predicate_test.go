@@ -1,0 +1,78 @@
+package storage_test
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kplane.dev/libs/storage"
+)
+
+func TestMatches(t *testing.T) {
+	obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{"app": "web"}}, Type: corev1.SecretTypeOpaque}
+	withType := func(o runtime.Object) (labels.Set, fields.Set, error) {
+		ls, fs, err := storage.DefaultAttrs(o)
+		fs["type"] = string(o.(*corev1.Secret).Type)
+		return ls, fs, err
+	}
+	failing := func(runtime.Object) (labels.Set, fields.Set, error) { return nil, nil, errors.New("attrs read") }
+	tests := []struct {
+		name    string
+		label   string
+		field   string
+		attrs   storage.AttrFunc
+		want    bool
+		wantErr bool
+	}{
+		{name: "no selector", want: true, attrs: failing},
+		{name: "label selector matches, without the attrs", label: "app=web", attrs: failing, want: true},
+		{name: "label selector does not match, without the attrs", label: "app in (db,cache)", attrs: failing},
+		{name: "field of the kind", field: "type=Opaque", attrs: withType, want: true},
+		{name: "field of the kind does not match", field: "type=kubernetes.io/tls", attrs: withType},
+		{name: "default fields", field: "metadata.name=s,metadata.namespace=ns", want: true},
+		{name: "both, field not matching", label: "app=web", field: "metadata.name=other"},
+		{name: "both match", label: "app", field: "metadata.name=s", attrs: withType, want: true},
+		{name: "a field selector needs the attrs", field: "metadata.name=s", attrs: failing, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := storage.SelectionPredicate{GetAttrs: tt.attrs}
+			if tt.label != "" {
+				sel, err := labels.Parse(tt.label)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Label = sel
+			}
+			if tt.field != "" {
+				sel, err := fields.ParseSelector(tt.field)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Field = sel
+			}
+			got, err := p.Matches(obj)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("Matches = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// BenchmarkMatchesLabelSelector is the per-object cost of a list by label
+// selector from the watch cache.
+func BenchmarkMatchesLabelSelector(b *testing.B) {
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-1", Namespace: "ns", Labels: map[string]string{"group": "3", "app": "web"}}}
+	p := storage.SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"group": "3"}), GetAttrs: storage.DefaultAttrs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := p.Matches(obj); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
