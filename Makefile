@@ -8,7 +8,7 @@ PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 60s
 
-.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down images images-test compose-test tools
+.PHONY: all build test lint fmt vet imports versions fuzz bench generate binaries up down load load-compare images images-test compose-test tools
 
 all: build
 
@@ -87,6 +87,26 @@ up: binaries
 down:
 	$(GO) build -o bin/ ./deploy/cmd/kplane-up
 	./bin/kplane-up down
+
+# Measures a running API server with kplane-load (README, "Load tool"):
+# by default the kplane of make up; with KUBECONFIG_B, side by side with a
+# second server. More flags with LOAD_FLAGS, e.g. LOAD_FLAGS="--rounds=5 -o json".
+KUBECONFIG_A ?= .kplane/admin.kubeconfig
+KUBECONFIG_B ?=
+load:
+	@test -f '$(KUBECONFIG_A)' || { echo "no kubeconfig $(KUBECONFIG_A): run make up in another terminal, or name one with KUBECONFIG_A="; exit 1; }
+	$(GO) build -o bin/ ./deploy/cmd/kplane-load
+	./bin/kplane-load --kubeconfig '$(KUBECONFIG_A)' $(if $(KUBECONFIG_B),--compare-kubeconfig '$(KUBECONFIG_B)') $(LOAD_FLAGS)
+
+# The comparison of issue 14: make up's kplane (A) against the reference
+# kube-apiserver (B) of ../shared/anchor, which this starts, or reuses if
+# it runs, and leaves running for the next comparison.
+ANCHOR ?= ../shared/anchor
+ANCHOR_BIN ?= /tmp/anchor-bin
+load-compare:
+	@test -x '$(ANCHOR_BIN)/kube-apiserver' || { echo "no reference server in $(ANCHOR_BIN): build it once with $(ANCHOR)/build.sh (about 15 minutes; see $(ANCHOR)/README.md)"; exit 1; }
+	$(MAKE) load KUBECONFIG_B="$$(bash $(ANCHOR)/up.sh)"
+	@echo "reference server still running; stop it with $(ANCHOR)/down.sh"
 
 # Container images (deploy/images): one per command, plus etcd and NATS at
 # the versions kplane embeds, all FROM scratch with static binaries.

@@ -1,0 +1,212 @@
+package load
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// recorder collects one goroutine's latencies of successful operations
+// and its failures.
+type recorder struct {
+	latencies []time.Duration
+	errors    int
+	firstErr  error
+}
+
+func (r *recorder) record(latency time.Duration, err error) {
+	if err != nil {
+		r.errors++
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+		return
+	}
+	r.latencies = append(r.latencies, latency)
+}
+
+// merge sums the recorders of one round that took elapsed.
+func merge(recs []recorder, elapsed time.Duration) Sample {
+	var all []time.Duration
+	s := Sample{Seconds: elapsed.Seconds()}
+	for _, r := range recs {
+		all = append(all, r.latencies...)
+		s.Errors += r.errors
+		if s.FirstError == "" && r.firstErr != nil {
+			s.FirstError = r.firstErr.Error()
+		}
+	}
+	s.Ops = len(all)
+	if elapsed > 0 {
+		s.OpsPerSecond = float64(s.Ops) / elapsed.Seconds()
+	}
+	s.P50Ms = ms(Percentile(all, 50))
+	s.P99Ms = ms(Percentile(all, 99))
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Sample is one round of one workload on one side. Ops counts successful
+// operations only (for watch: deliveries), and latencies are theirs.
+type Sample struct {
+	Ops          int     `json:"ops"`
+	Errors       int     `json:"errors"`
+	FirstError   string  `json:"firstError,omitempty"`
+	Seconds      float64 `json:"seconds"`
+	OpsPerSecond float64 `json:"opsPerSecond"`
+	P50Ms        float64 `json:"p50Ms"`
+	P99Ms        float64 `json:"p99Ms"`
+}
+
+// Side is one side's results of a workload: medians over its rounds.
+type Side struct {
+	Target       string   `json:"target"`
+	OpsPerSecond float64  `json:"opsPerSecond"`
+	P50Ms        float64  `json:"p50Ms"`
+	P99Ms        float64  `json:"p99Ms"`
+	Errors       int      `json:"errors"`
+	FirstError   string   `json:"firstError,omitempty"`
+	Rounds       []Sample `json:"rounds"`
+}
+
+// Workload is a workload's results on every side; Ratio is A's median
+// throughput over B's, present with two sides.
+type Workload struct {
+	Name  string   `json:"name"`
+	Sides []Side   `json:"sides"`
+	Ratio *float64 `json:"ratio,omitempty"`
+}
+
+// TargetInfo says which server a side is.
+type TargetInfo struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+}
+
+// Report is a run's results.
+type Report struct {
+	Targets    []TargetInfo `json:"targets"`
+	Objects    int          `json:"objects"`
+	ObjectSize int          `json:"objectSize"`
+	Workers    int          `json:"workers"`
+	Watchers   int          `json:"watchers"`
+	Rounds     int          `json:"rounds"`
+	Protobuf   bool         `json:"protobuf"`
+	Workloads  []Workload   `json:"workloads"`
+}
+
+func newReport(o *Options, targets []Target) *Report {
+	r := &Report{Objects: o.Objects, ObjectSize: o.ObjectSize, Workers: o.Workers, Watchers: o.Watchers, Rounds: o.Rounds, Protobuf: o.Protobuf}
+	for _, t := range targets {
+		r.Targets = append(r.Targets, TargetInfo{Name: t.Name, Host: t.Config.Host})
+	}
+	return r
+}
+
+// add files a round's sample of workload name on side i.
+func (r *Report) add(name string, i int, s Sample) {
+	var w *Workload
+	for j := range r.Workloads {
+		if r.Workloads[j].Name == name {
+			w = &r.Workloads[j]
+		}
+	}
+	if w == nil {
+		r.Workloads = append(r.Workloads, Workload{Name: name, Sides: make([]Side, len(r.Targets))})
+		w = &r.Workloads[len(r.Workloads)-1]
+		for j, t := range r.Targets {
+			w.Sides[j].Target = t.Name
+		}
+	}
+	w.Sides[i].Rounds = append(w.Sides[i].Rounds, s)
+}
+
+// summarize takes the medians over rounds and the ratios.
+func (r *Report) summarize() {
+	for wi := range r.Workloads {
+		w := &r.Workloads[wi]
+		for si := range w.Sides {
+			side := &w.Sides[si]
+			var ops, p50, p99 []float64
+			for _, s := range side.Rounds {
+				ops = append(ops, s.OpsPerSecond)
+				p50 = append(p50, s.P50Ms)
+				p99 = append(p99, s.P99Ms)
+				side.Errors += s.Errors
+				if side.FirstError == "" {
+					side.FirstError = s.FirstError
+				}
+			}
+			side.OpsPerSecond, side.P50Ms, side.P99Ms = Median(ops), Median(p50), Median(p99)
+		}
+		if len(w.Sides) == 2 {
+			ratio := Ratio(w.Sides[0].OpsPerSecond, w.Sides[1].OpsPerSecond)
+			w.Ratio = &ratio
+		}
+	}
+}
+
+// Errors is the number of failed operations over all workloads and sides.
+func (r *Report) Errors() int {
+	n := 0
+	for _, w := range r.Workloads {
+		for _, s := range w.Sides {
+			n += s.Errors
+		}
+	}
+	return n
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(out io.Writer) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the medians as a table, one row per workload, then
+// the first error of each side and workload that had any.
+func (r *Report) WriteTable(out io.Writer) error {
+	for _, t := range r.Targets {
+		fmt.Fprintf(out, "%s: %s\n", t.Name, t.Host)
+	}
+	encoding := "JSON"
+	if r.Protobuf {
+		encoding = "protobuf"
+	}
+	fmt.Fprintf(out, "%d ConfigMaps of %d B, %d workers, %d watchers, %s, medians of %d rounds\n\n",
+		r.Objects, r.ObjectSize, r.Workers, r.Watchers, encoding, r.Rounds)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "workload\t")
+	for _, t := range r.Targets {
+		fmt.Fprintf(tw, "%[1]s ops/s\t%[1]s p50 ms\t%[1]s p99 ms\t%[1]s errors\t", t.Name)
+	}
+	if len(r.Targets) == 2 {
+		fmt.Fprint(tw, "A/B ops/s\t")
+	}
+	fmt.Fprintln(tw)
+	for _, w := range r.Workloads {
+		fmt.Fprintf(tw, "%s\t", w.Name)
+		for _, s := range w.Sides {
+			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%d\t", s.OpsPerSecond, s.P50Ms, s.P99Ms, s.Errors)
+		}
+		if w.Ratio != nil {
+			fmt.Fprintf(tw, "%.2f\t", *w.Ratio)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range r.Workloads {
+		for _, s := range w.Sides {
+			if s.FirstError != "" {
+				fmt.Fprintf(out, "%s %s: %d errors, first: %s\n", s.Target, w.Name, s.Errors, s.FirstError)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package load
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // reversed: Percentile must sort
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"none", nil, 50, 0},
+		{"one", ms(7), 99, 7 * time.Millisecond},
+		{"p50 of odd count is the middle", ms(3, 1, 2), 50, 2 * time.Millisecond},
+		{"p50 of even count is the lower middle", ms(4, 1, 3, 2), 50, 2 * time.Millisecond},
+		{"p99 of 100 is the 99th", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p50 of 100 is the 50th", ms(hundred...), 50, 50 * time.Millisecond},
+		{"p100 is the maximum", ms(hundred...), 100, 100 * time.Millisecond},
+		{"p99 of 10 is the maximum", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Percentile(tc.in, tc.p); got != tc.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tc.in, tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{"none", nil, 0},
+		{"one", []float64{4}, 4},
+		{"odd count", []float64{9, 1, 5}, 5},
+		{"even count averages the middle two", []float64{10, 1, 4, 2}, 3},
+		{"an outlier does not move it", []float64{100, 101, 99, 1e9, 0}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]float64(nil), tc.in...)
+			if got := Median(in); got != tc.want {
+				t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+			}
+			for i := range in {
+				if in[i] != tc.in[i] {
+					t.Fatalf("Median reordered its input: %v, was %v", in, tc.in)
+				}
+			}
+		})
+	}
+	if got := MedianDuration([]time.Duration{3 * time.Second, time.Second, 2 * time.Second}); got != 2*time.Second {
+		t.Errorf("MedianDuration = %v, want 2s", got)
+	}
+}
+
+func TestRatio(t *testing.T) {
+	for _, tc := range []struct {
+		a, b, want float64
+	}{
+		{10, 5, 2},
+		{5, 10, 0.5},
+		{0, 10, 0},
+		{10, 0, 0},
+	} {
+		if got := Ratio(tc.a, tc.b); got != tc.want {
+			t.Errorf("Ratio(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 3}
+	for _, s := range []struct {
+		side     int
+		ops, p50 float64
+		errors   int
+	}{
+		{0, 300, 5, 0}, {1, 100, 10, 1},
+		{0, 100, 1, 0}, {1, 150, 30, 0},
+		{0, 200, 3, 0}, {1, 50, 20, 2},
+	} {
+		r.add("get", s.side, Sample{OpsPerSecond: s.ops, P50Ms: s.p50, Errors: s.errors})
+	}
+	r.summarize()
+	w := r.Workloads[0]
+	if a, b := w.Sides[0], w.Sides[1]; a.OpsPerSecond != 200 || a.P50Ms != 3 || b.OpsPerSecond != 100 || b.P50Ms != 20 {
+		t.Errorf("medians A %v ops/s p50 %v, B %v ops/s p50 %v; want A 200, 3 and B 100, 20", a.OpsPerSecond, a.P50Ms, b.OpsPerSecond, b.P50Ms)
+	}
+	if w.Sides[1].Errors != 3 || r.Errors() != 3 {
+		t.Errorf("B errors %d, report errors %d; want 3 and 3", w.Sides[1].Errors, r.Errors())
+	}
+	if w.Ratio == nil || *w.Ratio != 2 {
+		t.Errorf("ratio %v, want 2", w.Ratio)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Options)
+		errs   int
+	}{
+		{"defaults with a kubeconfig", func(*Options) {}, 0},
+		{"no kubeconfig", func(o *Options) { o.Kubeconfig = "" }, 1},
+		{"unbounded round", func(o *Options) { o.Duration = 0 }, 1},
+		{"fewer objects than workers", func(o *Options) { o.Objects = 4 }, 1},
+		{"unknown workload", func(o *Options) { o.Workloads = []string{"get", "apply"} }, 1},
+		{"unknown output", func(o *Options) { o.Output = "yaml" }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.Kubeconfig = "kubeconfig"
+			tc.change(o)
+			if errs := o.Validate(); len(errs) != tc.errs {
+				t.Errorf("Validate() = %v, want %d errors", errs, tc.errs)
+			}
+		})
+	}
+}

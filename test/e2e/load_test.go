@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	kplaneload "kplane.dev/deploy/load"
+	"kplane.dev/test/e2e/harness"
+)
+
+// TestLoadTool runs kplane-load's side-by-side mode briefly against one
+// system as both sides: every workload must do work on both, with sane
+// latencies and no errors, and leave no namespace of its own behind. It
+// says nothing about speed, which depends on the machine.
+func TestLoadTool(t *testing.T) {
+	sys := harness.Start(t)
+	o := kplaneload.NewOptions()
+	o.Kubeconfig, o.CompareKubeconfig = sys.Kubeconfig, sys.Kubeconfig
+	o.Objects, o.ObjectSize, o.Workers, o.Watchers = 40, 256, 4, 5
+	o.Duration, o.Rounds = 500*time.Millisecond, 2
+	targets, err := o.Targets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var logs bytes.Buffer
+	report, err := kplaneload.Run(ctx, o, targets, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("kplaneload.Run: %v\n%s", err, logs.String())
+	}
+
+	var table bytes.Buffer
+	if err := report.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", table.String())
+	if len(report.Workloads) != len(kplaneload.WorkloadNames()) {
+		t.Errorf("%d workloads reported, want %d (%v)", len(report.Workloads), len(kplaneload.WorkloadNames()), kplaneload.WorkloadNames())
+	}
+	for _, w := range report.Workloads {
+		if !strings.Contains(table.String(), w.Name) {
+			t.Errorf("table has no row for %s", w.Name)
+		}
+		if w.Ratio == nil || *w.Ratio <= 0 {
+			t.Errorf("%s: ratio %v, want a positive A/B", w.Name, w.Ratio)
+		}
+		if len(w.Sides) != 2 {
+			t.Fatalf("%s: %d sides, want 2", w.Name, len(w.Sides))
+		}
+		for _, s := range w.Sides {
+			if s.Errors != 0 {
+				t.Errorf("%s on %s: %d errors, first: %s", w.Name, s.Target, s.Errors, s.FirstError)
+			}
+			if len(s.Rounds) != o.Rounds {
+				t.Errorf("%s on %s: %d rounds, want %d", w.Name, s.Target, len(s.Rounds), o.Rounds)
+			}
+			for i, r := range s.Rounds {
+				if r.Ops == 0 || r.OpsPerSecond <= 0 {
+					t.Errorf("%s on %s round %d: %d ops, %v ops/s; want some", w.Name, s.Target, i+1, r.Ops, r.OpsPerSecond)
+				}
+				if r.P50Ms <= 0 || r.P50Ms > r.P99Ms || r.P99Ms > time.Minute.Seconds()*1000 {
+					t.Errorf("%s on %s round %d: p50 %vms, p99 %vms; want 0 < p50 <= p99 < 1 min", w.Name, s.Target, i+1, r.P50Ms, r.P99Ms)
+				}
+			}
+		}
+	}
+	var decoded kplaneload.Report
+	var out bytes.Buffer
+	if err := report.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil || len(decoded.Workloads) != len(report.Workloads) {
+		t.Errorf("-o json does not read back: %v, %d workloads\n%s", err, len(decoded.Workloads), out.String())
+	}
+
+	client, err := kubernetes.NewForConfig(sys.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list namespaces: %v", err)
+	}
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "kplane-load-") && ns.Status.Phase != corev1.NamespaceTerminating {
+			t.Errorf("namespace %s is %s after the run, want it deleted", ns.Name, ns.Status.Phase)
+		}
+	}
+}
