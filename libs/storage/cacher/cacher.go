@@ -40,6 +40,8 @@ type Option func(*config)
 
 type config struct {
 	history          int
+	maxHistory       int
+	freshHistory     time.Duration
 	waitTimeout      time.Duration
 	bookmarkInterval time.Duration
 	progressInterval time.Duration
@@ -50,9 +52,21 @@ type config struct {
 	metrics          *storagemetrics.Resource
 }
 
-// WithHistory sets how many recent events the cache keeps for watches that
-// resume from a resourceVersion (default 1024); older ones get 410 Expired.
-func WithHistory(n int) Option { return func(c *config) { c.history = n } }
+// WithHistory fixes how many recent events the cache keeps for watches
+// that resume from a resourceVersion at n; older ones get 410 Expired.
+// Without it the cache keeps as kube-apiserver's does: at least 1024, and
+// more while the oldest is younger than 75 seconds, up to 102400, so that
+// a client that resumes from a revision it was just given finds it even
+// after a burst of writes.
+func WithHistory(n int) Option {
+	return func(c *config) { c.history, c.maxHistory, c.freshHistory = n, n, 0 }
+}
+
+// WithGrowingHistory keeps at least initial recent events, and more while
+// the oldest is younger than fresh, up to max.
+func WithGrowingHistory(initial, max int, fresh time.Duration) Option {
+	return func(c *config) { c.history, c.maxHistory, c.freshHistory = initial, max, fresh }
+}
 
 // WithWaitTimeout bounds how long a read or watch at resourceVersion N, or
 // a consistent read, waits for the cache to reach the revision it needs
@@ -122,6 +136,8 @@ var _ storage.Interface = (*Cacher)(nil)
 func New(store Store, newObj func() runtime.Object, prefix string, opts ...Option) (*Cacher, error) {
 	cfg := config{
 		history:          1024,
+		maxHistory:       100 * 1024,
+		freshHistory:     75 * time.Second,
 		waitTimeout:      3 * time.Second,
 		bookmarkInterval: time.Minute,
 		progressInterval: 100 * time.Millisecond,
@@ -144,15 +160,15 @@ func New(store Store, newObj func() runtime.Object, prefix string, opts ...Optio
 			return nil, fmt.Errorf("build cacher: %s must be positive, got %v", name, d)
 		}
 	}
-	if cfg.history <= 0 || cfg.watcherBuffer <= 0 || cfg.slowWatcherGrace < 0 || cfg.logger == nil {
-		return nil, fmt.Errorf("build cacher: history and watcher buffer must be positive, grace not negative, logger set")
+	if cfg.history <= 0 || cfg.maxHistory < cfg.history || cfg.freshHistory < 0 || cfg.watcherBuffer <= 0 || cfg.slowWatcherGrace < 0 || cfg.logger == nil {
+		return nil, fmt.Errorf("build cacher: history and watcher buffer must be positive, the most history no less than the least, durations not negative, logger set")
 	}
 	return &Cacher{
 		store:    store,
 		newObj:   newObj,
 		prefix:   prefix,
 		cfg:      cfg,
-		st:       newState(cfg.history),
+		st:       newState(cfg.history, cfg.maxHistory, cfg.freshHistory),
 		watchers: make(map[*watcher]struct{}),
 	}, nil
 }

@@ -149,6 +149,31 @@ func TestWatchReplaysHistoryThenFollows(t *testing.T) {
 	)
 }
 
+// TestHistoryGrowsWhileFresh: a burst of writes larger than the ring does
+// not expire a revision the cache was given moments ago, as kube-apiserver
+// keeps its recent events; past the most it may hold, the oldest go.
+func TestHistoryGrowsWhileFresh(t *testing.T) {
+	f := newFixture(t, nil, cacher.WithGrowingHistory(2, 8, time.Hour))
+	first := f.create("ns", "g0", nil, "")
+	var last int64
+	for i := 1; i < 6; i++ {
+		last = f.create("ns", "g"+strconv.Itoa(i), nil, "")
+	}
+	f.synced(last)
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(first, 10)})
+	if ev := next(t, w); describe(t, ev).rv != first+1 {
+		t.Fatalf("watch from %d after a burst starts with %+v, want the event at %d", first, describe(t, ev), first+1)
+	}
+	for i := 6; i < 12; i++ {
+		last = f.create("ns", "g"+strconv.Itoa(i), nil, "")
+	}
+	f.synced(last)
+	w = f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(first, 10)})
+	if evs := expectClosed(t, w); len(evs) != 1 || evs[0].Type != watch.Error {
+		t.Fatalf("watch from %d beyond the most history delivered %v, want one error", first, evs)
+	}
+}
+
 func TestWatchOlderThanHistoryIsExpired(t *testing.T) {
 	f := newFixture(t, nil, cacher.WithHistory(3))
 	first := f.create("ns", "o0", nil, "")

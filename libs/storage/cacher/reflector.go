@@ -182,7 +182,7 @@ func (c *Cacher) apply(ev watch.Event) error {
 		c.mu.Unlock()
 		return nil
 	}
-	e := &event{typ: ev.Type, key: key, obj: ev.Object, rv: rv}
+	e := &event{typ: ev.Type, key: key, obj: ev.Object, rv: rv, at: time.Now()}
 	if ev.Type == watch.Deleted {
 		e.prevObj = c.st.remove(key)
 	} else {

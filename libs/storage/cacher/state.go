@@ -3,6 +3,7 @@ package cacher
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -19,6 +20,8 @@ type event struct {
 	obj     runtime.Object
 	prevObj runtime.Object
 	rv      int64
+	// at is when the cache applied the event.
+	at time.Time
 }
 
 type entry struct {
@@ -37,6 +40,10 @@ type state struct {
 	ring  []*event
 	first int
 	count int
+	// maxRing bounds the ring's growth, and fresh is the age below which
+	// the oldest event is kept by growing the ring rather than evicted.
+	maxRing int
+	fresh   time.Duration
 	// floor is the oldest revision a watch can start after: every event
 	// newer than it is still in the ring.
 	floor int64
@@ -50,8 +57,8 @@ type state struct {
 	advanced chan struct{}
 }
 
-func newState(history int) state {
-	return state{ring: make([]*event, history), advanced: make(chan struct{})}
+func newState(history, maxHistory int, fresh time.Duration) state {
+	return state{ring: make([]*event, history), maxRing: maxHistory, fresh: fresh, advanced: make(chan struct{})}
 }
 
 func (s *state) signal() {
@@ -110,9 +117,17 @@ func (s *state) below(prefix string) []entry {
 	return s.items[i:j]
 }
 
-// push records e, which must be newer than every event in the ring,
-// evicting the oldest event when the ring is full.
+// push records e, which must be newer than every event in the ring and
+// applied at e.at. When the ring is full it doubles, up to maxRing, while
+// its oldest event is fresh, and evicts that event otherwise.
 func (s *state) push(e *event) {
+	if s.count == len(s.ring) && len(s.ring) < s.maxRing && e.at.Sub(s.ring[s.first].at) < s.fresh {
+		ring := make([]*event, min(2*len(s.ring), s.maxRing))
+		for i := range s.count {
+			ring[i] = s.ring[(s.first+i)%len(s.ring)]
+		}
+		s.ring, s.first = ring, 0
+	}
 	if s.count == len(s.ring) {
 		evicted := s.ring[s.first]
 		s.ring[s.first] = nil
