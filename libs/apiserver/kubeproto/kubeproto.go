@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,21 +33,18 @@ func Encode(obj runtime.Object) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteEvent writes one frame of a protobuf watch stream: a WatchEvent of
-// type typ whose object is obj in protobuf, preceded by its length as
-// four big-endian bytes, as client-go's length-delimited framer reads it.
-func WriteEvent(w io.Writer, typ string, obj runtime.Object) error {
-	raw, err := Encode(obj)
-	if err != nil {
-		return err
-	}
+// EventFrame is one frame of a protobuf watch stream: a WatchEvent of
+// type typ whose object is raw, an object encoded by Encode, preceded by
+// its length as four big-endian bytes, as client-go's length-delimited
+// framer reads it. The object comes encoded so that the watches sending
+// it share its encoding.
+func EventFrame(typ string, raw []byte) ([]byte, error) {
 	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
-	data, err := ev.Marshal()
+	frame := make([]byte, 4+ev.Size())
+	n, err := ev.MarshalToSizedBuffer(frame[4:])
 	if err != nil {
-		return fmt.Errorf("encode %s watch event: %w", typ, err)
+		return nil, fmt.Errorf("encode %s watch event: %w", typ, err)
 	}
-	frame := make([]byte, 4, 4+len(data))
-	binary.BigEndian.PutUint32(frame, uint32(len(data)))
-	_, err = w.Write(append(frame, data...))
-	return err
+	binary.BigEndian.PutUint32(frame, uint32(n))
+	return frame[:4+n], nil
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -38,12 +39,20 @@ func TestDecodesAsClientGo(t *testing.T) {
 	}
 
 	var stream bytes.Buffer
-	if err := kubeproto.WriteEvent(&stream, "ADDED", cm); err != nil {
-		t.Fatal(err)
-	}
 	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}
-	if err := kubeproto.WriteEvent(&stream, "ERROR", gone); err != nil {
-		t.Fatal(err)
+	for _, ev := range []struct {
+		typ string
+		obj runtime.Object
+	}{{"ADDED", cm}, {"ERROR", gone}} {
+		raw, err := kubeproto.Encode(ev.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := kubeproto.EventFrame(ev.typ, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Write(frame)
 	}
 	raw := protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
 	frames := protobuf.LengthDelimitedFramer.NewFrameReader(io.NopCloser(&stream))

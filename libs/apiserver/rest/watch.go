@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -124,7 +123,11 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 				}
 				return nil
 			}
-			flusher.Flush()
+			if len(w.ResultChan()) == 0 {
+				// Events already waiting go out in the same write, as
+				// kube-apiserver's watch server sends them.
+				flusher.Flush()
+			}
 			if topts != nil {
 				// Only the first table of a watch carries the headers.
 				topts.NoHeaders = true
@@ -143,26 +146,47 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 	if err != nil {
 		return err
 	}
+	encode := jsonObject
 	if out.protobuf {
-		var buf bytes.Buffer
-		if err := kubeproto.WriteEvent(&buf, string(ev.Type), obj); err != nil {
-			return err
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return errWrite
-		}
-		h.watchMetrics.eventSent(h.r.GroupVersionKind(), buf.Len())
-		return nil
+		encode = kubeproto.Encode
 	}
-	data, err := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Object: obj}})
+	var raw []byte
+	if obj == ev.Object && ev.Type != watch.Bookmark && ev.Type != watch.Error {
+		// The object as stored, the same for every watch of the
+		// resource.
+		raw, err = h.events.encode(ev.Type, obj, out.protobuf, encode)
+	} else {
+		raw, err = encode(obj)
+	}
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
-	if _, err := w.Write(append(data, '\n')); err != nil {
+	var frame []byte
+	if out.protobuf {
+		if frame, err = kubeproto.EventFrame(string(ev.Type), raw); err != nil {
+			return err
+		}
+	} else {
+		// What json.Marshal makes of a metav1.WatchEvent, without
+		// encoding the object again: the event types need no escaping.
+		frame = make([]byte, 0, len(raw)+len(ev.Type)+24)
+		frame = append(frame, `{"type":"`...)
+		frame = append(frame, ev.Type...)
+		frame = append(frame, `","object":`...)
+		frame = append(frame, raw...)
+		frame = append(frame, "}\n"...)
+	}
+	if _, err := w.Write(frame); err != nil {
 		return errWrite
 	}
-	h.watchMetrics.eventSent(h.r.GroupVersionKind(), len(data)+1)
+	h.watchMetrics.eventSent(h.r.GroupVersionKind(), len(frame))
 	return nil
+}
+
+// jsonObject is obj as a watch event's object, as json.Marshal writes
+// it inside a metav1.WatchEvent.
+func jsonObject(obj runtime.Object) ([]byte, error) {
+	return json.Marshal(obj)
 }
 
 // eventObject is an event's object in the negotiated form; an ERROR
