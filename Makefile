@@ -100,13 +100,21 @@ load:
 
 # The comparison of issue 14: make up's kplane (A) against the reference
 # kube-apiserver (B) of ../shared/anchor, which this starts, or reuses if
-# it runs, and leaves running for the next comparison.
+# it runs, and leaves running for the next comparison. The reference
+# server audits as make up's kplane does: the same policy (make up's
+# default, which deploy/compose/audit/policy.yaml equals) to a rotated
+# log, buffered; it runs on ports of its own, beside an unaudited one
+# that up.sh may have started with its defaults.
 ANCHOR ?= ../shared/anchor
 ANCHOR_BIN ?= /tmp/anchor-bin
+ANCHOR_STATE ?= /tmp/anchor-audited
+ANCHOR_PORTS ?= KAS_PORT=16444 ETCD_PORT=23791 PEER_PORT=23801
 load-compare:
 	@test -x '$(ANCHOR_BIN)/kube-apiserver' || { echo "no reference server in $(ANCHOR_BIN): build it once with $(ANCHOR)/build.sh (about 15 minutes; see $(ANCHOR)/README.md)"; exit 1; }
-	$(MAKE) load KUBECONFIG_B="$$(bash $(ANCHOR)/up.sh)"
-	@echo "reference server still running; stop it with $(ANCHOR)/down.sh"
+	$(MAKE) load KUBECONFIG_B="$$($(ANCHOR_PORTS) ANCHOR_DIR='$(ANCHOR_BIN)' bash $(ANCHOR)/up.sh '$(ANCHOR_STATE)' \
+		--audit-policy-file='$(CURDIR)/deploy/compose/audit/policy.yaml' --audit-log-path='$(ANCHOR_STATE)/audit.log' \
+		--audit-log-maxsize=100 --audit-log-maxbackup=5 --audit-log-mode=batch)"
+	@echo "reference server still running; stop it with $(ANCHOR)/down.sh $(ANCHOR_STATE)"
 
 # Container images (deploy/images): one per command, plus etcd and NATS at
 # the versions kplane embeds, all FROM scratch with static binaries.
