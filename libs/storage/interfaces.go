@@ -118,6 +118,12 @@ type ListOptions struct {
 	// was compacted fails with ErrCodeExpired.
 	Continue  string
 	Predicate SelectionPredicate
+	// Shared lets a store answer with the objects it keeps rather than
+	// copies of them, as kube-apiserver's watch cache answers its lists:
+	// the caller reads the items, and changes at most their top-level
+	// fields on copies of the structs. Copying each item was an eighth
+	// of core's CPU in a list of 1,000 ConfigMaps.
+	Shared bool
 }
 
 // ListResult is one page of a list.

@@ -50,6 +50,8 @@ func (h *Handler) list(c echo.Context, info *requestinfo.Info) error {
 		Limit:                opts.Limit,
 		Continue:             opts.Continue,
 		Predicate:            h.predicate(opts),
+		// The items are set into the list and encoded, never changed.
+		Shared: true,
 	})
 	if err != nil {
 		return apistatus.FromStorage(err, h.r.GroupResource(), "")

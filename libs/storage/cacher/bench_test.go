@@ -17,12 +17,14 @@ func BenchmarkList1000(b *testing.B) {
 	}
 	f.synced(rv)
 	for _, bc := range []struct {
-		name string
-		rv   string
-	}{{"rv=0", "0"}, {"consistent", ""}} {
+		name   string
+		rv     string
+		shared bool
+	}{{"rv=0", "0", false}, {"consistent", "", false}, {"rv=0/shared", "0", true}, {"consistent/shared", "", true}} {
 		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
-				res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: bc.rv})
+				res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: bc.rv, Shared: bc.shared})
 				if err != nil || len(res.Items) != 1000 {
 					b.Fatalf("list: %d items, %v", len(res.Items), err)
 				}

@@ -254,7 +254,7 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 		} else if !reached {
 			return c.store.List(ctx, prefix, opts)
 		}
-		return c.list(prefix, opts.Predicate), nil
+		return c.list(prefix, opts), nil
 	}
 	rv, err := parseRV(prefix, opts.ResourceVersion)
 	if err != nil {
@@ -266,7 +266,7 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 	if err := c.waitFor(ctx, prefix, rv); err != nil {
 		return nil, err
 	}
-	return c.list(prefix, opts.Predicate), nil
+	return c.list(prefix, opts), nil
 }
 
 // delegateList reports whether the cache cannot answer a list, which is
@@ -284,19 +284,21 @@ func (c *Cacher) delegateList(prefix string, opts storage.ListOptions) bool {
 	return false
 }
 
-func (c *Cacher) list(prefix string, pred storage.SelectionPredicate) *storage.ListResult {
+func (c *Cacher) list(prefix string, opts storage.ListOptions) *storage.ListResult {
 	c.mu.RLock()
 	below := c.st.below(prefix)
 	matched := make([]runtime.Object, 0, len(below))
 	for _, e := range below {
-		if ok, err := pred.Matches(e.obj); err == nil && ok {
+		if ok, err := opts.Predicate.Matches(e.obj); err == nil && ok {
 			matched = append(matched, e.obj)
 		}
 	}
 	rv := c.st.rv
 	c.mu.RUnlock()
-	for i, obj := range matched {
-		matched[i] = obj.DeepCopyObject()
+	if !opts.Shared {
+		for i, obj := range matched {
+			matched[i] = obj.DeepCopyObject()
+		}
 	}
 	return &storage.ListResult{Items: matched, ResourceVersion: rv}
 }

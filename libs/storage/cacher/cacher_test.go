@@ -429,3 +429,27 @@ func TestWatchFromBeforeTheCacheListedIsServedByEtcd(t *testing.T) {
 		t.Fatalf("error event = %#v, want 410", evs[0].Object)
 	}
 }
+
+func TestSharedListsHandOutTheCachedObjects(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, "1"))
+	list := func(shared bool) *corev1.ConfigMap {
+		t.Helper()
+		res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: "0", Shared: shared})
+		if err != nil || len(res.Items) != 1 {
+			t.Fatalf("list: %v, %d items", err, len(res.Items))
+		}
+		return res.Items[0].(*corev1.ConfigMap)
+	}
+	if first, again := list(true), list(true); first != again {
+		t.Fatal("two shared lists returned different objects, want the one the cache keeps")
+	}
+	copied := list(false)
+	if copied == list(true) {
+		t.Fatal("a list that is not shared returned the cached object")
+	}
+	copied.Data["v"] = "changed"
+	if got := list(true).Data["v"]; got != "1" {
+		t.Fatalf("changing a copy changed the cache: %q", got)
+	}
+}
