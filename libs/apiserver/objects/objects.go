@@ -125,6 +125,9 @@ func (t *Typed) Encode(obj runtime.Object) ([]byte, error) {
 
 // Decode reads stored JSON into a new object.
 func (t *Typed) Decode(data []byte) (runtime.Object, error) {
+	if obj, ok := t.decodeStored(data); ok {
+		return obj, nil
+	}
 	return t.decode(data, t.s.json)
 }
 
@@ -201,6 +204,9 @@ func (u *Unstructured) Encode(obj runtime.Object) ([]byte, error) {
 
 // Decode reads stored JSON into a new object.
 func (u *Unstructured) Decode(data []byte) (runtime.Object, error) {
+	if obj, ok := u.decodeStored(data); ok {
+		return obj, nil
+	}
 	return u.decode(data, u.s.json)
 }
 

@@ -17,7 +17,7 @@ import (
 	"kplane.dev/libs/apiserver/resource"
 )
 
-func typedConfigMaps(t *testing.T) resource.Objects {
+func typedConfigMaps(t testing.TB) resource.Objects {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {

@@ -1,0 +1,173 @@
+package objects
+
+import (
+	"bytes"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// The JSON serializer reads a document twice: encoding/json over all of it
+// for apiVersion and kind, then sigs.k8s.io/json into the object. Bytes the
+// store wrote need only the second pass: the decoded object carries the
+// same apiVersion and kind the first pass would have read, as long as the
+// top-level keys leave no room for encoding/json's case-insensitive
+// matching to read them differently. The fast paths below take the one
+// pass and report false for anything else, so that Decode falls back to
+// the serializer; whatever they accept, the serializer returns the same.
+
+// decodeStored is Decode's one pass for a document naming exactly this
+// kind; the serializer would decode it into the same struct the same way.
+func (t *Typed) decodeStored(data []byte) (runtime.Object, bool) {
+	obj, err := t.scheme.New(t.gvk)
+	if err != nil {
+		return nil, false
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		return nil, false
+	}
+	// The serializer sets the kind it parsed from apiVersion, which may
+	// be spelled otherwise ("/v1" for "v1").
+	if obj.GetObjectKind().GroupVersionKind() != t.gvk || !plainTypeKeys(data) {
+		return nil, false
+	}
+	obj.GetObjectKind().SetGroupVersionKind(t.gvk)
+	return obj, true
+}
+
+// decodeStored is Decode's one pass for a document naming a kind and a
+// version, of any group: the serializer keeps the decoded content whatever
+// it names, and a custom resource's storage version need not be the
+// version served.
+func (u *Unstructured) decodeStored(data []byte) (runtime.Object, bool) {
+	// What unstructured.Unstructured's UnmarshalJSON does, which is how
+	// the serializer fills it.
+	m := map[string]any{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &m); err != nil {
+		return nil, false
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	// An apiVersion that does not parse reads as no version here, and
+	// fails the serializer.
+	if gvk := obj.GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" || !plainTypeKeys(data) {
+		return nil, false
+	}
+	return obj, true
+}
+
+// plainTypeKeys reports whether data, valid JSON, is an object naming
+// apiVersion and kind at most once each, spelled exactly, and with no key
+// encoding/json would match to either case-insensitively. A key with an
+// escape or a byte outside ASCII fails too: the store never writes one at
+// the top level, and ASCII keeps the case folding simple.
+func plainTypeKeys(data []byte) bool {
+	i := skipSpace(data, 0)
+	if !at(data, i, '{') {
+		return false
+	}
+	if i = skipSpace(data, i+1); at(data, i, '}') {
+		return true
+	}
+	var kind, apiVersion bool
+	for {
+		if !at(data, i, '"') {
+			return false
+		}
+		n := bytes.IndexByte(data[i+1:], '"')
+		if n < 0 {
+			return false
+		}
+		key := data[i+1 : i+1+n]
+		switch {
+		case !plainASCII(key):
+			return false
+		case string(key) == "kind":
+			if kind {
+				return false
+			}
+			kind = true
+		case string(key) == "apiVersion":
+			if apiVersion {
+				return false
+			}
+			apiVersion = true
+		case bytes.EqualFold(key, []byte("kind")), bytes.EqualFold(key, []byte("apiVersion")):
+			return false
+		}
+		if i = skipSpace(data, i+n+2); !at(data, i, ':') {
+			return false
+		}
+		if i = skipMember(data, i+1); i < 0 {
+			return false
+		}
+		if data[i] == '}' {
+			return true
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// plainASCII reports whether key has neither escapes nor bytes outside
+// ASCII; an escaped quote would also have cut key short at its backslash.
+func plainASCII(key []byte) bool {
+	for _, c := range key {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// skipMember returns the index of the ',' or '}' ending the object member
+// whose value starts at data[i], or -1.
+func skipMember(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			if i = skipString(data, i); i < 0 {
+				return -1
+			}
+			continue
+		case '{', '[':
+			depth++
+		case ']':
+			depth--
+		case '}':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return -1
+}
+
+// skipString returns the index just past the string opening at data[i],
+// or -1.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func at(data []byte, i int, c byte) bool { return i < len(data) && data[i] == c }
