@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,6 +44,9 @@ func (h *Handler) respond(c echo.Context, code int, obj runtime.Object, out outp
 	if err != nil {
 		return err
 	}
+	// Known ahead, the length lets the gateway pass a large answer on
+	// in full frames instead of flushing each piece it reads.
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(data)))
 	return c.Blob(code, contentType, data)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -19,7 +20,7 @@ import (
 // kube-aggregator answers; one that fails mid-answer aborts it, so that
 // the client does not take a truncated body for a whole one.
 func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
-	forward(w, r, rt, u, log, nil)
+	forward(w, r, rt, u, log, 0, nil)
 }
 
 // ForwardWatch is Forward for a watch: when the backend fails after its
@@ -30,7 +31,7 @@ func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 // is a sequence of events, so a clean end loses nothing: an event cut in
 // the middle is one the client never decodes and gets again.
 func ForwardWatch(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
-	forward(w, r, rt, u, log, func(resp *http.Response) error {
+	forward(w, r, rt, u, log, -1, func(resp *http.Response) error {
 		resp.Body = &endingBody{ReadCloser: resp.Body, r: r, log: log}
 		return nil
 	})
@@ -54,7 +55,13 @@ func (b *endingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger, modify func(*http.Response) error) {
+// forward proxies r. flush is the ReverseProxy's FlushInterval: -1
+// sends every write on at once, as a watch's events must go; 0 lets an
+// answer of known length go out whole when it is done, saving a frame and
+// a write to the client per request. An answer of unknown length (a
+// large list, a stream of an aggregated server) is flushed as it comes
+// either way.
+func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger, flush time.Duration, modify func(*http.Response) error) {
 	rp := &httputil.ReverseProxy{
 		ModifyResponse: modify,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -64,10 +71,8 @@ func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 			pr.Out.Host = ""
 			frontproxy.SetHeaders(pr.Out.Header, u)
 		},
-		Transport: rt,
-		// Every write reaches the client at once: watch events must not
-		// wait in a buffer, and lists need not fit in one.
-		FlushInterval: -1,
+		Transport:     rt,
+		FlushInterval: flush,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client is gone; nobody reads an answer.
