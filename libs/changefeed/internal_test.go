@@ -2,8 +2,6 @@ package changefeed
 
 import (
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestParseKey(t *testing.T) {
@@ -50,30 +48,5 @@ func TestSubjectMatches(t *testing.T) {
 				t.Errorf("subjectMatches(%q, %q) = %v, want %v", tt.filter, tt.subject, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestServedObject(t *testing.T) {
-	tests := []struct {
-		name, stored, want, version, kind string
-	}{
-		{"core", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"n":"1"}}`,
-			`{"apiVersion":"v1","data":{"n":"1"},"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"42"}}`, "v1", "ConfigMap"},
-		{"group", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r","resourceVersion":"7"}}`,
-			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r","resourceVersion":"42"}}`, "v1", "Role"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			obj, version, kind, err := servedObject([]byte(tt.stored), 42, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, string(obj)); diff != "" || version != tt.version || kind != tt.kind {
-				t.Errorf("served %s %s (-want +got object):\n%s", version, kind, diff)
-			}
-		})
-	}
-	if _, _, _, err := servedObject([]byte("not json"), 1, nil); err == nil {
-		t.Error("servedObject accepted bytes that are not JSON")
 	}
 }

@@ -30,9 +30,9 @@ type sink struct {
 // publishMessage publishes m; part is "i/n" for a change, snapshot is set
 // for a snapshot object.
 func (s *sink) publishMessage(ctx context.Context, m message, snapshot bool, part string) error {
-	data, err := json.Marshal(m.event)
+	data, err := m.encode()
 	if err != nil {
-		return fmt.Errorf("encode change %s: %w", m.id, err)
+		return err
 	}
 	h := nats.Header{}
 	h.Set(proto.HeaderMsgID, m.id)
@@ -62,6 +62,29 @@ func (s *sink) publishMessage(ctx context.Context, m message, snapshot bool, par
 	}
 	span.End()
 	return err
+}
+
+// encode is the payload of m. The object goes in as it is, not through
+// json.Marshal, which would validate and compact it a second time:
+// servedObject made it and it is valid JSON.
+func (m message) encode() ([]byte, error) {
+	e := m.event
+	obj := e.Object
+	e.Object = nil
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode change %s: %w", m.id, err)
+	}
+	if len(obj) == 0 {
+		return data, nil
+	}
+	// data is an object with members (type and resourceVersion are
+	// always there): the object goes in as one more before its '}'.
+	withObj := make([]byte, 0, len(data)+len(`,"object":`)+len(obj))
+	withObj = append(withObj, data[:len(data)-1]...)
+	withObj = append(withObj, `,"object":`...)
+	withObj = append(withObj, obj...)
+	return append(withObj, '}'), nil
 }
 
 // scope is the instrumentation scope of the change feed's spans.
