@@ -43,8 +43,9 @@ type Handler struct {
 	offers offer
 	// watchMetrics records the watches served; nil records nothing.
 	watchMetrics *WatchMetrics
-	// events shares the encoding of watch events among the watches.
-	events *eventCache
+	// encodings shares the encoding of stored objects among the watches
+	// and lists that send them.
+	encodings *encodingCache
 }
 
 // Option configures a Handler.
@@ -61,7 +62,7 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 	if r.Objects == nil {
 		return nil, fmt.Errorf("resource %s declares no Objects", r.GroupVersionResource)
 	}
-	h := &Handler{r: r, store: store, keys: keys, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler), watchTimeout: defaultWatchTimeout, offers: offerOf(r), events: newEventCache()}
+	h := &Handler{r: r, store: store, keys: keys, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler), watchTimeout: defaultWatchTimeout, offers: offerOf(r), encodings: newEncodingCache()}
 	for _, o := range opts {
 		o(h)
 	}

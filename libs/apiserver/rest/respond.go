@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -40,7 +41,10 @@ func (h *Handler) respond(c echo.Context, code int, obj runtime.Object, out outp
 	if err != nil {
 		return err
 	}
-	data, contentType, err := encode(obj, out)
+	data, contentType, err := h.encodeList(obj, out)
+	if err == nil && data == nil {
+		data, contentType, err = encode(obj, out)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,6 +52,55 @@ func (h *Handler) respond(c echo.Context, code int, obj runtime.Object, out outp
 	// in full frames instead of flushing each piece it reads.
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(data)))
 	return c.Blob(code, contentType, data)
+}
+
+// listItemsTail is how json.Marshal ends a typed list without items: its
+// items come last.
+const listItemsTail = `"items":[]}`
+
+// encodeList returns a list of stored objects in compact JSON as encode
+// does, each item's encoding shared through h.encodings; nil when obj is
+// not such a list (another form, a table, a list whose items do not come
+// last, as an unstructured list's do not) or has no items.
+func (h *Handler) encodeList(obj runtime.Object, out output) ([]byte, string, error) {
+	if out.as != nil || out.protobuf || out.yaml || out.pretty || !meta.IsListType(obj) {
+		return nil, "", nil
+	}
+	itemsPtr, err := meta.GetItemsPtr(obj)
+	if err != nil {
+		return nil, "", nil
+	}
+	items := reflect.ValueOf(itemsPtr).Elem()
+	if items.Kind() != reflect.Slice || items.Len() == 0 {
+		return nil, "", nil
+	}
+	objs, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, "", nil
+	}
+	full := items.Interface()
+	items.Set(reflect.MakeSlice(items.Type(), 0, 0))
+	head, err := json.Marshal(obj)
+	items.Set(reflect.ValueOf(full))
+	if err != nil {
+		return nil, "", fmt.Errorf("encode %T: %w", obj, err)
+	}
+	if !bytes.HasSuffix(head, []byte(listItemsTail)) {
+		return nil, "", nil
+	}
+	data := make([]byte, 0, len(head)+len(objs)*1024)
+	data = append(data, head[:len(head)-2]...)
+	for i, item := range objs {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		raw, err := h.encodings.encode(item, false, false, jsonObject)
+		if err != nil {
+			return nil, "", fmt.Errorf("encode %T: %w", item, err)
+		}
+		data = append(data, raw...)
+	}
+	return append(data, "]}\n"...), mediaJSON, nil
 }
 
 // encode serializes obj as JSON or YAML, ending in a newline as kube's

@@ -154,7 +154,7 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 	if obj == ev.Object && ev.Type != watch.Bookmark && ev.Type != watch.Error {
 		// The object as stored, the same for every watch of the
 		// resource.
-		raw, err = h.events.encode(ev.Type, obj, out.protobuf, encode)
+		raw, err = h.encodings.encode(obj, ev.Type == watch.Deleted, out.protobuf, encode)
 	} else {
 		raw, err = encode(obj)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -96,6 +97,49 @@ func TestWatchEventFrames(t *testing.T) {
 		pcm, ok := obj.(*corev1.ConfigMap)
 		if pev.Type != typ || !ok || pcm.ResourceVersion != cm.ResourceVersion || pcm.Data["html"] != cm.Data["html"] {
 			t.Fatalf("protobuf event %s %#v, want %s of %#v", pev.Type, obj, typ, &cm)
+		}
+	}
+}
+
+// TestListEncoding: a list whose items' encodings are shared (see
+// encodingCache) is byte for byte what json.Marshal writes for it, and
+// shows each object's latest state.
+func TestListEncoding(t *testing.T) {
+	f := newWriteFixture(t)
+	wantMarshalled := func(t *testing.T, data []byte) corev1.ConfigMapList {
+		t.Helper()
+		var list corev1.ConfigMapList
+		if err := json.Unmarshal(data, &list); err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(&list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(data) != string(want)+"\n" {
+			t.Fatalf("list\n%s\nwant json.Marshal's\n%s", data, want)
+		}
+		return list
+	}
+	if r := f.do(t, http.MethodGet, cms, "", ""); r.code != http.StatusOK || string(r.body) != `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"`+r.meta(t).GetResourceVersion()+`"},"items":[]}`+"\n" {
+		t.Fatalf("empty list: %d %s", r.code, r.body)
+	}
+	f.create(t, cms, `{"metadata":{"name":"a"},"data":{"html":"<&>"}}`)
+	f.create(t, cms, `{"metadata":{"name":"b"},"data":{"k":"1"}}`)
+	for round := range 3 {
+		if r := f.do(t, http.MethodPatch, cms+"/b", mergeType, fmt.Sprintf(`{"data":{"k":"%d"}}`, round)); r.code != http.StatusOK {
+			t.Fatalf("patch: %d %s", r.code, r.body)
+		}
+		r := f.do(t, http.MethodGet, cms, "", "")
+		if r.code != http.StatusOK {
+			t.Fatalf("list: %d %s", r.code, r.body)
+		}
+		list := wantMarshalled(t, r.body)
+		if len(list.Items) != 2 || list.Items[0].Data["html"] != "<&>" || list.Items[1].Data["k"] != fmt.Sprint(round) {
+			t.Fatalf("round %d: list %+v, want a and b with k=%d", round, list.Items, round)
+		}
+		if got := r.header.Get("Content-Length"); got != fmt.Sprint(len(r.body)) {
+			t.Fatalf("Content-Length %q for %d bytes", got, len(r.body))
 		}
 	}
 }
