@@ -25,6 +25,7 @@ require (
 )
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/open-policy-agent/opa v1.22.2
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0

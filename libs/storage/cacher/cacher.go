@@ -286,9 +286,9 @@ func (c *Cacher) delegateList(prefix string, opts storage.ListOptions) bool {
 
 func (c *Cacher) list(prefix string, opts storage.ListOptions) *storage.ListResult {
 	c.mu.RLock()
-	below := c.st.below(prefix)
-	matched := make([]runtime.Object, 0, len(below))
-	for _, e := range below {
+	below, n := c.st.below(prefix)
+	matched := make([]runtime.Object, 0, n)
+	for e := range below {
 		if ok, err := opts.Predicate.Matches(e.obj); err == nil && ok {
 			matched = append(matched, e.obj)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -75,15 +74,15 @@ func (c *Cacher) relist(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list %s: %w", c.prefix, err)
 	}
-	items := make([]entry, 0, len(res.Items))
+	entries := make([]entry, 0, len(res.Items))
 	for _, obj := range res.Items {
 		key, _, err := c.keyOf(obj)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", c.prefix, err)
 		}
-		items = append(items, entry{key: key, obj: obj})
+		entries = append(entries, entry{key: key, obj: obj})
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
+	items := newItems(entries)
 
 	c.mu.Lock()
 	gap := c.st.ready && res.ResourceVersion != c.st.rv
@@ -97,7 +96,7 @@ func (c *Cacher) relist(ctx context.Context) error {
 	c.st.replace(items, res.ResourceVersion)
 	c.mu.Unlock()
 	c.cfg.metrics.CacheInitialized(res.ResourceVersion)
-	c.cfg.metrics.Objects(len(items))
+	c.cfg.metrics.Objects(items.Len())
 	for _, w := range ended {
 		w.end(res.ResourceVersion)
 	}
@@ -203,7 +202,7 @@ func (c *Cacher) apply(ev watch.Event) error {
 			c.targets = append(c.targets, w)
 		}
 	}
-	objects := len(c.st.items)
+	objects := c.st.items.Len()
 	c.mu.Unlock()
 	c.cfg.metrics.Objects(objects)
 	c.cfg.metrics.CacheRevision(rv)

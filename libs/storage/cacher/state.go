@@ -1,10 +1,12 @@
 package cacher
 
 import (
+	"iter"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -29,12 +31,29 @@ type entry struct {
 	obj runtime.Object
 }
 
+// itemsDegree is kube-apiserver's watch cache's: nodes of up to 63 entries
+// keep the tree shallow at 100,000 objects and the copy a change makes
+// within one node short.
+const itemsDegree = 32
+
+// newItems returns entries as a tree ordered by key. A relist builds it
+// before taking the lock, so that readers wait only for the swap.
+func newItems(entries []entry) *btree.BTreeG[entry] {
+	t := btree.NewG(itemsDegree, func(a, b entry) bool { return a.key < b.key })
+	for _, e := range entries {
+		t.ReplaceOrInsert(e)
+	}
+	return t
+}
+
 // state is the cache's picture of the resource at revision rv. Cacher.mu
 // guards it. Stored objects are never modified in place, so a reader may
 // keep a pointer after unlocking and copy it later.
 type state struct {
-	// items is sorted by key, so a prefix is one contiguous run.
-	items []entry
+	// items is ordered by key, so a prefix is one contiguous run. It is a
+	// tree rather than a sorted slice because an insert or remove in a
+	// slice moves half of it: some 70µs per event at 100,000 objects.
+	items *btree.BTreeG[entry]
 	// ring holds the most recent events in revision order: count of them,
 	// the oldest at index first.
 	ring  []*event
@@ -58,7 +77,7 @@ type state struct {
 }
 
 func newState(history, maxHistory int, fresh time.Duration) state {
-	return state{ring: make([]*event, history), maxRing: maxHistory, fresh: fresh, advanced: make(chan struct{})}
+	return state{items: newItems(nil), ring: make([]*event, history), maxRing: maxHistory, fresh: fresh, advanced: make(chan struct{})}
 }
 
 func (s *state) signal() {
@@ -66,55 +85,40 @@ func (s *state) signal() {
 	s.advanced = make(chan struct{})
 }
 
-func (s *state) search(key string) (int, bool) {
-	i := sort.Search(len(s.items), func(i int) bool { return s.items[i].key >= key })
-	return i, i < len(s.items) && s.items[i].key == key
-}
-
 func (s *state) get(key string) (runtime.Object, bool) {
-	i, ok := s.search(key)
-	if !ok {
-		return nil, false
-	}
-	return s.items[i].obj, true
+	e, ok := s.items.Get(entry{key: key})
+	return e.obj, ok
 }
 
 // upsert stores obj at key and returns what was there.
 func (s *state) upsert(key string, obj runtime.Object) runtime.Object {
-	i, ok := s.search(key)
-	if ok {
-		prev := s.items[i].obj
-		s.items[i].obj = obj
-		return prev
-	}
-	s.items = append(s.items, entry{})
-	copy(s.items[i+1:], s.items[i:])
-	s.items[i] = entry{key: key, obj: obj}
-	return nil
+	prev, _ := s.items.ReplaceOrInsert(entry{key: key, obj: obj})
+	return prev.obj
 }
 
 // remove deletes key and returns what was there.
 func (s *state) remove(key string) runtime.Object {
-	i, ok := s.search(key)
-	if !ok {
-		return nil
-	}
-	prev := s.items[i].obj
-	copy(s.items[i:], s.items[i+1:])
-	s.items[len(s.items)-1] = entry{}
-	s.items = s.items[:len(s.items)-1]
-	return prev
+	prev, _ := s.items.Delete(entry{key: key})
+	return prev.obj
 }
 
-// below returns the entries whose keys start with prefix, in key order. The
-// slice aliases items: use it only under the lock.
-func (s *state) below(prefix string) []entry {
-	i := sort.Search(len(s.items), func(i int) bool { return s.items[i].key >= prefix })
-	j := i
-	for j < len(s.items) && strings.HasPrefix(s.items[j].key, prefix) {
-		j++
+// below yields the entries whose keys start with prefix, in key order,
+// and says how many there are when that is known without counting, or 0.
+// Iterate only under the lock: the tree changes with every event.
+func (s *state) below(prefix string) (iter.Seq[entry], int) {
+	first, ok := s.items.Min()
+	last, _ := s.items.Max()
+	if ok && strings.HasPrefix(first.key, prefix) && strings.HasPrefix(last.key, prefix) {
+		// Every key has the prefix, as in a list of the whole resource.
+		// A walk from the prefix would search each node for it and
+		// compare every key, which makes such a list twice as slow.
+		return func(yield func(entry) bool) { s.items.Ascend(yield) }, s.items.Len()
 	}
-	return s.items[i:j]
+	return func(yield func(entry) bool) {
+		s.items.AscendGreaterOrEqual(entry{key: prefix}, func(e entry) bool {
+			return strings.HasPrefix(e.key, prefix) && yield(e)
+		})
+	}, 0
 }
 
 // push records e, which must be newer than every event in the ring and
@@ -161,9 +165,9 @@ func (s *state) since(rv int64, prefix string) ([]*event, bool) {
 	return out, true
 }
 
-// replace makes items, sorted by key, the state at rv and forgets the
+// replace makes items, built by newItems, the state at rv and forgets the
 // events: a watch can only start from rv on.
-func (s *state) replace(items []entry, rv int64) {
+func (s *state) replace(items *btree.BTreeG[entry], rv int64) {
 	s.items = items
 	for i := range s.ring {
 		s.ring[i] = nil

@@ -78,10 +78,10 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 	w.lastRV = c.st.rv
 	switch {
 	case withState:
-		below := c.st.below(prefix)
-		w.initial = make([]*event, len(below))
-		for i, e := range below {
-			w.initial[i] = &event{typ: watch.Added, key: e.key, obj: e.obj}
+		below, n := c.st.below(prefix)
+		w.initial = make([]*event, 0, n)
+		for e := range below {
+			w.initial = append(w.initial, &event{typ: watch.Added, key: e.key, obj: e.obj})
 		}
 		if sendInitial && opts.AllowBookmarks {
 			w.initialEnd = c.st.rv
