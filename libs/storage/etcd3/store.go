@@ -22,10 +22,11 @@ import (
 
 // Store keeps one resource's objects in etcd.
 type Store struct {
-	client *clientv3.Client
-	codec  storage.Codec
-	newObj func() runtime.Object
-	opts   options
+	client  *clientv3.Client
+	codec   storage.Codec
+	newObj  func() runtime.Object
+	opts    options
+	handoff handoff
 }
 
 var _ storage.Interface = (*Store)(nil)
@@ -114,7 +115,18 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (run
 	if !resp.Succeeded {
 		return nil, storage.NewError(storage.ErrCodeKeyExists, key, 0, "")
 	}
-	return s.decode(data, resp.Header.Revision)
+	return s.written(key, data, resp.Header.Revision)
+}
+
+// written decodes what the store wrote at key at rev and hands it to the
+// watches too.
+func (s *Store) written(key string, data []byte, rev int64) (runtime.Object, error) {
+	obj, err := s.decode(data, rev)
+	if err != nil {
+		return nil, err
+	}
+	s.handoff.put(key, rev, obj)
+	return obj, nil
 }
 
 // Get implements storage.Interface.
@@ -174,7 +186,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, preconditions 
 			return nil, fmt.Errorf("update %q: %w", key, err)
 		}
 		if resp.Succeeded {
-			return s.decode(data, resp.Header.Revision)
+			return s.written(key, data, resp.Header.Revision)
 		}
 		// Someone wrote in between: start over from what they wrote.
 		if kv, err = kvFromElse(key, resp); err != nil {
@@ -216,6 +228,7 @@ func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.P
 			if err := setRV(existing, resp.Header.Revision); err != nil {
 				return nil, err
 			}
+			s.handoff.put(key, resp.Header.Revision, existing)
 			return existing, nil
 		}
 		if kv, err = kvFromElse(key, resp); err != nil {

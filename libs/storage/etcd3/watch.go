@@ -57,6 +57,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, opts storage.WatchOpti
 		w.startRV, w.pinned = cur, true
 	}
 	ctx, w.cancel = context.WithCancel(ctx)
+	s.handoff.watches.Add(1)
 	go w.run(ctx)
 	return w, nil
 }
@@ -90,6 +91,7 @@ func (w *watcher) Stop() {
 }
 
 func (w *watcher) run(ctx context.Context) {
+	defer w.store.handoff.watches.Add(-1)
 	defer close(w.done)
 	defer close(w.result)
 	defer w.cancel()
@@ -192,12 +194,23 @@ func (w *watcher) sendInitial(ctx context.Context) (int64, bool) {
 func (w *watcher) transform(e *clientv3.Event) (watch.Event, bool, error) {
 	var cur, prev runtime.Object
 	var err error
+	key := string(e.Kv.Key)
 	if e.Type == mvccpb.PUT {
-		if cur, err = w.store.decode(e.Kv.Value, e.Kv.ModRevision); err != nil {
-			return watch.Event{}, false, err
+		if cur = w.store.handoff.take(key, e.Kv.ModRevision); cur == nil {
+			if cur, err = w.store.decode(e.Kv.Value, e.Kv.ModRevision); err != nil {
+				return watch.Event{}, false, err
+			}
 		}
+		if e.PrevKv != nil && w.opts.Predicate.Empty() {
+			// Every state matches: the previous one only makes this a
+			// modification, which decoding it would not change.
+			return watch.Event{Type: watch.Modified, Object: cur}, true, nil
+		}
+	} else {
+		// What a deletion removed, at the deletion's revision.
+		prev = w.store.handoff.take(key, e.Kv.ModRevision)
 	}
-	if e.PrevKv != nil {
+	if e.PrevKv != nil && prev == nil {
 		// The previous state carries the revision of the change that
 		// ended it, which is what a DELETED event reports.
 		if prev, err = w.store.decode(e.PrevKv.Value, e.Kv.ModRevision); err != nil {

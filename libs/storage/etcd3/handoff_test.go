@@ -1,0 +1,84 @@
+package etcd3_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"kplane.dev/libs/etcdtest"
+	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/etcd3"
+)
+
+// countingCodec counts the objects it decodes.
+type countingCodec struct {
+	storage.Codec
+	decodes atomic.Int32
+}
+
+func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
+	c.decodes.Add(1)
+	return c.Codec.Decode(data)
+}
+
+// TestWatchTakesWrittenObjects: a watch gets what the store wrote without
+// decoding it again, as copies of its own.
+func TestWatchTakesWrittenObjects(t *testing.T) {
+	objs := configMaps(t)
+	codec := &countingCodec{Codec: objs}
+	store := etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New)
+	keys := storage.NewKeys("/h", "", "configmaps")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := store.Watch(ctx, keys.Prefix(), storage.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	key := keys.Object("ns", "a")
+	created, err := store.Create(ctx, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Data: map[string]string{"k": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated, err := store.GuaranteedUpdate(ctx, key, nil, func(existing runtime.Object) (runtime.Object, error) {
+		existing.(*corev1.ConfigMap).Data["k"] = "2"
+		return existing, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := store.Delete(ctx, key, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		typ watch.EventType
+		obj runtime.Object
+	}{{watch.Added, created}, {watch.Modified, updated}, {watch.Deleted, deleted}} {
+		var ev watch.Event
+		select {
+		case ev = <-w.ResultChan():
+		case <-ctx.Done():
+			t.Fatalf("no %s event", want.typ)
+		}
+		if ev.Type != want.typ || !apiequality.Semantic.DeepEqual(ev.Object, want.obj) {
+			t.Fatalf("event %s %#v, want %s %#v", ev.Type, ev.Object, want.typ, want.obj)
+		}
+		if ev.Object == want.obj {
+			t.Fatalf("the %s event shares the object the store returned", ev.Type)
+		}
+	}
+	// The create decodes once, the update reads and decodes what it
+	// wrote, the delete reads: the watch decodes nothing.
+	if n := codec.decodes.Load(); n != 4 {
+		t.Fatalf("%d decodes, want 4", n)
+	}
+}
