@@ -1,6 +1,7 @@
 package etcd3
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 
@@ -11,56 +12,77 @@ import (
 // watch that falls further behind decodes what it missed.
 const handoffSize = 1024
 
-// handoff passes the objects a store has just written, already decoded,
-// to the store's watch, which would otherwise decode the same bytes again
-// when etcd sends the change back. A create or update decoded every
-// object twice that way; in core under a create load the second decode
-// was 4% of the CPU. Each object is a copy of its own, taken by one
-// watch; nothing is kept while no watch is open.
+// handoff passes the objects a store writes, already decoded, to the
+// store's watch, which would otherwise decode the same bytes again when
+// etcd sends the change back. A create or update decoded every object
+// twice that way; in core under a create load the second decode was 4%
+// of the CPU.
+//
+// An object is offered with the bytes it is stored as, before the write
+// is sent, since etcd may deliver the change to the watch before it
+// answers the write. The watch takes it when the change carries the same
+// bytes under the same key: decoding those bytes would give the same
+// object, whoever wrote them. Each object is a copy of its own, taken by
+// one watch; nothing is kept while no watch is open.
 type handoff struct {
 	watches atomic.Int32
 	mu      sync.Mutex
-	objects map[handoffKey]runtime.Object
-	ring    [handoffSize]handoffKey
+	// objects are a key's last writes, oldest first: the writes to one
+	// key can come faster than the watch.
+	objects map[string][]written
+	ring    [handoffSize]string
 	next    int
 }
 
-// handoffKey is a change: a key at the revision that wrote or deleted it.
-type handoffKey struct {
-	key string
-	rev int64
+// handoffPerKey is how many writes of one key wait at most.
+const handoffPerKey = 4
+
+type written struct {
+	data []byte
+	obj  runtime.Object
 }
 
-// put offers obj, the state key has at rev (the object a deletion at rev
-// removed, for a deletion), to the watches.
-func (h *handoff) put(key string, rev int64, obj runtime.Object) {
+// put offers obj, the object data decodes to, for key.
+func (h *handoff) put(key string, data []byte, obj runtime.Object) {
 	if h.watches.Load() == 0 {
 		return
 	}
 	obj = obj.DeepCopyObject()
-	k := handoffKey{key: key, rev: rev}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.objects == nil {
-		h.objects = map[handoffKey]runtime.Object{}
+		h.objects = map[string][]written{}
 	}
-	if old := h.ring[h.next]; old.key != "" {
-		delete(h.objects, old)
+	ws, ok := h.objects[key]
+	if !ok {
+		if old := h.ring[h.next]; old != "" {
+			delete(h.objects, old)
+		}
+		h.ring[h.next] = key
+		h.next = (h.next + 1) % handoffSize
 	}
-	h.ring[h.next] = k
-	h.next = (h.next + 1) % handoffSize
-	h.objects[k] = obj
+	if len(ws) == handoffPerKey {
+		ws = append(ws[:0], ws[1:]...)
+	}
+	h.objects[key] = append(ws, written{data: data, obj: obj})
 }
 
-// take returns the object put for key at rev, once; nil when there is
-// none.
-func (h *handoff) take(key string, rev int64) runtime.Object {
-	k := handoffKey{key: key, rev: rev}
+// take returns, once, the object put for key if data is what it was put
+// with; nil otherwise. Its resourceVersion is whatever it was put with:
+// the caller sets it.
+func (h *handoff) take(key string, data []byte) runtime.Object {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	obj, ok := h.objects[k]
-	if ok {
-		delete(h.objects, k)
+	ws := h.objects[key]
+	for i, w := range ws {
+		if bytes.Equal(w.data, data) {
+			if len(ws) == 1 {
+				delete(h.objects, key)
+			} else {
+				h.objects[key] = append(ws[:i:i], ws[i+1:]...)
+			}
+			return w.obj
+		}
 	}
-	return obj
+	return nil
 }

@@ -103,6 +103,10 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (run
 	if err != nil {
 		return nil, err
 	}
+	out, err := s.decodeWrite(key, data)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -115,17 +119,17 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (run
 	if !resp.Succeeded {
 		return nil, storage.NewError(storage.ErrCodeKeyExists, key, 0, "")
 	}
-	return s.written(key, data, resp.Header.Revision)
+	return out, setRV(out, resp.Header.Revision)
 }
 
-// written decodes what the store wrote at key at rev and hands it to the
-// watches too.
-func (s *Store) written(key string, data []byte, rev int64) (runtime.Object, error) {
-	obj, err := s.decode(data, rev)
+// decodeWrite decodes data, about to be written at key, and offers it to
+// the watch (see handoff) before the write can reach it.
+func (s *Store) decodeWrite(key string, data []byte) (runtime.Object, error) {
+	obj, err := s.decode(data, 0)
 	if err != nil {
 		return nil, err
 	}
-	s.handoff.put(key, rev, obj)
+	s.handoff.put(key, data, obj)
 	return obj, nil
 }
 
@@ -152,32 +156,59 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions) (r
 
 // GuaranteedUpdate implements storage.Interface.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) (runtime.Object, error) {
-	kv, err := s.read(ctx, key)
+	return s.GuaranteedUpdateFrom(ctx, key, preconditions, tryUpdate, nil)
+}
+
+// GuaranteedUpdateFrom is GuaranteedUpdate starting from suggested, the
+// state a watch cache holds for key, instead of reading etcd first, as
+// kube-apiserver's store takes its cache's object: the write's compare
+// finds out whether the state was current. A state that fails the
+// preconditions or tryUpdate is read afresh and tried again before the
+// failure counts. suggested is not changed; nil reads etcd.
+func (s *Store) GuaranteedUpdateFrom(ctx context.Context, key string, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, suggested runtime.Object) (runtime.Object, error) {
+	st, err := s.startState(ctx, key, suggested)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		existing, err := s.decode(kv.Value, kv.ModRevision)
+		updated, err := s.tryUpdate(key, st, preconditions, tryUpdate)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkPreconditions(key, preconditions, existing); err != nil {
-			return nil, err
-		}
-		updated, err := tryUpdate(existing.DeepCopyObject())
-		if err != nil {
-			return nil, err
+			if st.current {
+				return nil, err
+			}
+			if st, err = s.readState(ctx, key); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		data, err := s.encode(updated)
 		if err != nil {
 			return nil, err
 		}
-		if bytes.Equal(data, kv.Value) {
-			return existing, nil
+		if st.data == nil {
+			// A cached state: the bytes it would be stored as.
+			if st.data, err = s.encode(st.obj); err != nil {
+				return nil, err
+			}
+		}
+		if bytes.Equal(data, st.data) {
+			if st.current {
+				return st.obj, nil
+			}
+			// Nothing to write, if the cached state is the latest: only
+			// etcd can say.
+			if st, err = s.readState(ctx, key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out, err := s.decodeWrite(key, data)
+		if err != nil {
+			return nil, err
 		}
 		start := time.Now()
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", st.rev)).
 			Then(clientv3.OpPut(key, string(data))).
 			Else(clientv3.OpGet(key)).
 			Commit()
@@ -186,37 +217,53 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, preconditions 
 			return nil, fmt.Errorf("update %q: %w", key, err)
 		}
 		if resp.Succeeded {
-			return s.written(key, data, resp.Header.Revision)
+			return out, setRV(out, resp.Header.Revision)
 		}
 		// Someone wrote in between: start over from what they wrote.
-		if kv, err = kvFromElse(key, resp); err != nil {
+		if st, err = s.elseState(key, resp); err != nil {
 			return nil, err
 		}
 	}
 }
 
+func (s *Store) tryUpdate(key string, st state, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) (runtime.Object, error) {
+	if err := checkPreconditions(key, preconditions, st.obj); err != nil {
+		return nil, err
+	}
+	return tryUpdate(st.obj.DeepCopyObject())
+}
+
 // Delete implements storage.Interface.
 func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.Preconditions, validate storage.ValidateDeletionFunc) (runtime.Object, error) {
-	kv, err := s.read(ctx, key)
+	return s.DeleteFrom(ctx, key, preconditions, validate, nil)
+}
+
+// DeleteFrom is Delete starting from suggested, as GuaranteedUpdateFrom.
+func (s *Store) DeleteFrom(ctx context.Context, key string, preconditions *storage.Preconditions, validate storage.ValidateDeletionFunc, suggested runtime.Object) (runtime.Object, error) {
+	st, err := s.startState(ctx, key, suggested)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		existing, err := s.decode(kv.Value, kv.ModRevision)
+		err := checkPreconditions(key, preconditions, st.obj)
+		if err == nil && validate != nil {
+			err = validate(ctx, st.obj.DeepCopyObject())
+		}
 		if err != nil {
-			return nil, err
-		}
-		if err := checkPreconditions(key, preconditions, existing); err != nil {
-			return nil, err
-		}
-		if validate != nil {
-			if err := validate(ctx, existing.DeepCopyObject()); err != nil {
+			if st.current {
 				return nil, err
 			}
+			if st, err = s.readState(ctx, key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if st.data != nil {
+			s.handoff.put(key, st.data, st.obj)
 		}
 		start := time.Now()
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", st.rev)).
 			Then(clientv3.OpDelete(key)).
 			Else(clientv3.OpGet(key)).
 			Commit()
@@ -225,16 +272,64 @@ func (s *Store) Delete(ctx context.Context, key string, preconditions *storage.P
 			return nil, fmt.Errorf("delete %q: %w", key, err)
 		}
 		if resp.Succeeded {
-			if err := setRV(existing, resp.Header.Revision); err != nil {
+			if err := setRV(st.obj, resp.Header.Revision); err != nil {
 				return nil, err
 			}
-			s.handoff.put(key, resp.Header.Revision, existing)
-			return existing, nil
+			return st.obj, nil
 		}
-		if kv, err = kvFromElse(key, resp); err != nil {
+		if st, err = s.elseState(key, resp); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// state is what a write starts from: an object of the store's own, the
+// revision it was written at, its stored bytes when read from etcd (nil
+// when taken from a cache), and whether etcd just said it is current.
+type state struct {
+	obj     runtime.Object
+	rev     int64
+	data    []byte
+	current bool
+}
+
+func (s *Store) startState(ctx context.Context, key string, suggested runtime.Object) (state, error) {
+	if suggested == nil {
+		return s.readState(ctx, key)
+	}
+	m, err := meta.Accessor(suggested)
+	if err != nil {
+		return state{}, fmt.Errorf("read metadata of cached %q: %w", key, err)
+	}
+	rev, err := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
+	if err != nil || rev <= 0 {
+		return s.readState(ctx, key)
+	}
+	return state{obj: suggested.DeepCopyObject(), rev: rev}, nil
+}
+
+func (s *Store) readState(ctx context.Context, key string) (state, error) {
+	kv, err := s.read(ctx, key)
+	if err != nil {
+		return state{}, err
+	}
+	return s.kvState(kv)
+}
+
+func (s *Store) elseState(key string, resp *clientv3.TxnResponse) (state, error) {
+	kv, err := kvFromElse(key, resp)
+	if err != nil {
+		return state{}, err
+	}
+	return s.kvState(kv)
+}
+
+func (s *Store) kvState(kv *mvccpb.KeyValue) (state, error) {
+	obj, err := s.decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return state{}, err
+	}
+	return state{obj: obj, rev: kv.ModRevision, data: kv.Value, current: true}, nil
 }
 
 // read returns the stored key-value at key, or ErrCodeKeyNotFound.

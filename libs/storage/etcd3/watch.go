@@ -196,19 +196,26 @@ func (w *watcher) transform(e *clientv3.Event) (watch.Event, bool, error) {
 	var err error
 	key := string(e.Kv.Key)
 	if e.Type == mvccpb.PUT {
-		if cur = w.store.handoff.take(key, e.Kv.ModRevision); cur == nil {
-			if cur, err = w.store.decode(e.Kv.Value, e.Kv.ModRevision); err != nil {
-				return watch.Event{}, false, err
-			}
+		if cur = w.store.handoff.take(key, e.Kv.Value); cur != nil {
+			err = setRV(cur, e.Kv.ModRevision)
+		} else {
+			cur, err = w.store.decode(e.Kv.Value, e.Kv.ModRevision)
+		}
+		if err != nil {
+			return watch.Event{}, false, err
 		}
 		if e.PrevKv != nil && w.opts.Predicate.Empty() {
 			// Every state matches: the previous one only makes this a
 			// modification, which decoding it would not change.
 			return watch.Event{Type: watch.Modified, Object: cur}, true, nil
 		}
-	} else {
+	} else if e.PrevKv != nil {
 		// What a deletion removed, at the deletion's revision.
-		prev = w.store.handoff.take(key, e.Kv.ModRevision)
+		if prev = w.store.handoff.take(key, e.PrevKv.Value); prev != nil {
+			if err = setRV(prev, e.Kv.ModRevision); err != nil {
+				return watch.Event{}, false, err
+			}
+		}
 	}
 	if e.PrevKv != nil && prev == nil {
 		// The previous state carries the revision of the change that
