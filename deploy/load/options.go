@@ -21,6 +21,8 @@ type Options struct {
 	// before the first round; the lists read all of them.
 	Objects    int
 	ObjectSize int
+	// PageSize is the limit of each page in the list-paged workload.
+	PageSize int
 	// Workers run each workload's requests concurrently; Watchers watch
 	// the namespace in the watch workload.
 	Workers  int
@@ -45,6 +47,7 @@ func NewOptions() *Options {
 	return &Options{
 		Objects:    1000,
 		ObjectSize: 1024,
+		PageSize:   100,
 		Workers:    16,
 		Watchers:   100,
 		Duration:   5 * time.Second,
@@ -60,6 +63,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CompareKubeconfig, "compare-kubeconfig", o.CompareKubeconfig, "kubeconfig of a second server (side B), measured in rounds alternating with A's")
 	fs.IntVar(&o.Objects, "objects", o.Objects, "ConfigMaps created before the first round")
 	fs.IntVar(&o.ObjectSize, "object-size", o.ObjectSize, "bytes of data in each ConfigMap")
+	fs.IntVar(&o.PageSize, "page-size", o.PageSize, "objects per page in the list-paged workload")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "concurrent requests of each workload")
 	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches open in the watch workload")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "length of one workload's round")
@@ -77,7 +81,7 @@ func (o *Options) Validate() []error {
 	if o.Kubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig is required"))
 	}
-	for name, v := range map[string]int{"--objects": o.Objects, "--object-size": o.ObjectSize, "--workers": o.Workers, "--watchers": o.Watchers, "--rounds": o.Rounds} {
+	for name, v := range map[string]int{"--objects": o.Objects, "--object-size": o.ObjectSize, "--page-size": o.PageSize, "--workers": o.Workers, "--watchers": o.Watchers, "--rounds": o.Rounds} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, not %d", name, v))
 		}

@@ -120,8 +120,9 @@ func TestValidate(t *testing.T) {
 		{"no kubeconfig", func(o *Options) { o.Kubeconfig = "" }, 1},
 		{"unbounded round", func(o *Options) { o.Duration = 0 }, 1},
 		{"fewer objects than workers", func(o *Options) { o.Objects = 4 }, 1},
-		{"unknown workload", func(o *Options) { o.Workloads = []string{"get", "apply"} }, 1},
+		{"unknown workload", func(o *Options) { o.Workloads = []string{"get", "exec"} }, 1},
 		{"unknown output", func(o *Options) { o.Output = "yaml" }, 1},
+		{"no page size", func(o *Options) { o.PageSize = 0 }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()

@@ -30,9 +30,11 @@ func workloads() []workload {
 		{"get", opWorkload(get)},
 		{"update", opWorkload(update)},
 		{"patch", opWorkload(patch)},
+		{"apply", opWorkload(apply)},
 		{"list", opWorkload(list(metav1.ListOptions{}, func(o *Options) int { return o.Objects }))},
 		{"list-rv0", opWorkload(list(metav1.ListOptions{ResourceVersion: "0"}, func(o *Options) int { return o.Objects }))},
 		{"list-selector", opWorkload(list(metav1.ListOptions{LabelSelector: groupLabel + "=g0"}, func(o *Options) int { return (o.Objects + 9) / 10 }))},
+		{"list-paged", opWorkload(listPaged)},
 		{"watch", watchWorkload},
 		{"create", opWorkload(create)},
 		{"delete", opWorkload(remove)},
@@ -116,6 +118,46 @@ func patch(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool, 
 	body := fmt.Appendf(nil, `{"data":{"seq":%q}}`, strconv.Itoa(seq))
 	_, err := s.client.CoreV1().ConfigMaps(s.namespace).Patch(ctx, ownObject(o, worker, seq), types.MergePatchType, body, metav1.PatchOptions{})
 	return false, err
+}
+
+// applyManager is the field manager of the apply workload.
+const applyManager = "kplane-load"
+
+// apply sets data.seq by server-side apply, forcing the field from the
+// fill's manager the first time.
+func apply(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool, error) {
+	name := ownObject(o, worker, seq)
+	body := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"seq":%q}}`, name, strconv.Itoa(seq))
+	force := true
+	_, err := s.client.CoreV1().ConfigMaps(s.namespace).Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: applyManager, Force: &force})
+	return false, err
+}
+
+// listPaged reads every object made at setup in pages of o.PageSize,
+// following the continue tokens as client-go's pager does; one operation
+// is the whole list.
+func listPaged(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, error) {
+	opts := metav1.ListOptions{Limit: int64(o.PageSize)}
+	n := 0
+	for {
+		l, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+		if err != nil {
+			return false, err
+		}
+		for _, cm := range l.Items {
+			if _, ok := cm.Labels[groupLabel]; ok {
+				n++
+			}
+		}
+		if l.Continue == "" {
+			break
+		}
+		opts.Continue = l.Continue
+	}
+	if n != o.Objects {
+		return false, fmt.Errorf("paged list of %d: %d configmaps, want %d", o.PageSize, n, o.Objects)
+	}
+	return false, nil
 }
 
 // list reads with opts and counts the objects made at setup among the

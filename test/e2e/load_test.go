@@ -26,6 +26,7 @@ func TestLoadTool(t *testing.T) {
 	o := kplaneload.NewOptions()
 	o.Kubeconfig, o.CompareKubeconfig = sys.Kubeconfig, sys.Kubeconfig
 	o.Objects, o.ObjectSize, o.Workers, o.Watchers = 40, 256, 4, 5
+	o.PageSize = 15 // three pages, two continue tokens
 	o.Duration, o.Rounds = 500*time.Millisecond, 2
 	targets, err := o.Targets()
 	if err != nil {
