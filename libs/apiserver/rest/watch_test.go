@@ -37,7 +37,7 @@ func openWatch(t *testing.T, f *writeFixture, accept string) io.ReadCloser {
 	return resp.Body
 }
 
-// TestWatchEventFrames: watches of the same changes get the same bytes (encoded once, see eventCache), and each JSON line is
+// TestWatchEventFrames: watches of the same changes get the same bytes (encoded once, see encodingCache), and each JSON line is
 // exactly what json.Marshal writes for a metav1.WatchEvent, as before the
 // encoding was shared and as kube-apiserver writes it; protobuf frames
 // decode to the same events.
