@@ -18,9 +18,13 @@ type Options struct {
 	Kubeconfig        string
 	CompareKubeconfig string
 	// Objects ConfigMaps of ObjectSize bytes of data each are created
-	// before the first round; the lists read all of them.
+	// before the first round, and as many custom resources when a cr-
+	// workload runs; the lists read all of those in the first namespace.
 	Objects    int
 	ObjectSize int
+	// Namespaces share the objects between them in contiguous blocks, the
+	// first holding objects 0 to about Objects/Namespaces.
+	Namespaces int
 	// PageSize is the limit of each page in the list-paged workload.
 	PageSize int
 	// Workers run each workload's requests concurrently; Watchers watch
@@ -32,8 +36,9 @@ type Options struct {
 	Duration time.Duration
 	Count    int
 	Rounds   int
-	// Namespace is created for the run and deleted after it; empty picks
-	// a fresh name per side.
+	// Namespace is created for the run and deleted after it, and with
+	// Namespaces above one so are Namespace-1 and on; empty picks a fresh
+	// name per side.
 	Namespace string
 	Workloads []string
 	// Protobuf asks for protobuf instead of JSON, request and response.
@@ -47,6 +52,7 @@ func NewOptions() *Options {
 	return &Options{
 		Objects:    1000,
 		ObjectSize: 1024,
+		Namespaces: 1,
 		PageSize:   100,
 		Workers:    16,
 		Watchers:   100,
@@ -61,15 +67,16 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the server to measure (side A)")
 	fs.StringVar(&o.CompareKubeconfig, "compare-kubeconfig", o.CompareKubeconfig, "kubeconfig of a second server (side B), measured in rounds alternating with A's")
-	fs.IntVar(&o.Objects, "objects", o.Objects, "ConfigMaps created before the first round")
-	fs.IntVar(&o.ObjectSize, "object-size", o.ObjectSize, "bytes of data in each ConfigMap")
+	fs.IntVar(&o.Objects, "objects", o.Objects, "ConfigMaps (and custom resources, for the cr- workloads) created before the first round")
+	fs.IntVar(&o.ObjectSize, "object-size", o.ObjectSize, "bytes of data in each ConfigMap and custom resource")
+	fs.IntVar(&o.Namespaces, "namespaces", o.Namespaces, "namespaces the objects are spread over; the lists read the first, list-all-namespaces all of them")
 	fs.IntVar(&o.PageSize, "page-size", o.PageSize, "objects per page in the list-paged workload")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "concurrent requests of each workload")
 	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches open in the watch workload")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "length of one workload's round")
 	fs.IntVar(&o.Count, "count", o.Count, "operations in one workload's round, if positive (the round still ends after --duration)")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds on each side")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace to create, fill and delete (must not exist); empty picks kplane-load-<random>")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace to create, fill and delete (must not exist), and with --namespaces N the prefix of the others, <namespace>-1 to <namespace>-<N-1>; empty picks kplane-load-<random>")
 	fs.StringSliceVar(&o.Workloads, "workloads", o.Workloads, "workloads to run, of "+strings.Join(WorkloadNames(), ","))
 	fs.BoolVar(&o.Protobuf, "protobuf", o.Protobuf, "send and ask for protobuf instead of JSON")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
@@ -81,7 +88,7 @@ func (o *Options) Validate() []error {
 	if o.Kubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig is required"))
 	}
-	for name, v := range map[string]int{"--objects": o.Objects, "--object-size": o.ObjectSize, "--page-size": o.PageSize, "--workers": o.Workers, "--watchers": o.Watchers, "--rounds": o.Rounds} {
+	for name, v := range map[string]int{"--objects": o.Objects, "--object-size": o.ObjectSize, "--namespaces": o.Namespaces, "--page-size": o.PageSize, "--workers": o.Workers, "--watchers": o.Watchers, "--rounds": o.Rounds} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, not %d", name, v))
 		}
@@ -90,6 +97,11 @@ func (o *Options) Validate() []error {
 	// conflict with each other.
 	if o.Objects < o.Workers {
 		errs = append(errs, fmt.Errorf("--objects (%d) must be at least --workers (%d)", o.Objects, o.Workers))
+	}
+	// Every namespace holds at least one object, so that every one is
+	// written to and listed.
+	if o.Objects < o.Namespaces {
+		errs = append(errs, fmt.Errorf("--objects (%d) must be at least --namespaces (%d)", o.Objects, o.Namespaces))
 	}
 	if o.Duration <= 0 {
 		errs = append(errs, errors.New("--duration must be positive: it bounds every round"))

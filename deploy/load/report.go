@@ -91,6 +91,7 @@ type Report struct {
 	Targets    []TargetInfo `json:"targets"`
 	Objects    int          `json:"objects"`
 	ObjectSize int          `json:"objectSize"`
+	Namespaces int          `json:"namespaces"`
 	Workers    int          `json:"workers"`
 	Watchers   int          `json:"watchers"`
 	Rounds     int          `json:"rounds"`
@@ -99,7 +100,7 @@ type Report struct {
 }
 
 func newReport(o *Options, targets []Target) *Report {
-	r := &Report{Objects: o.Objects, ObjectSize: o.ObjectSize, Workers: o.Workers, Watchers: o.Watchers, Rounds: o.Rounds, Protobuf: o.Protobuf}
+	r := &Report{Objects: o.Objects, ObjectSize: o.ObjectSize, Namespaces: o.Namespaces, Workers: o.Workers, Watchers: o.Watchers, Rounds: o.Rounds, Protobuf: o.Protobuf}
 	for _, t := range targets {
 		r.Targets = append(r.Targets, TargetInfo{Name: t.Name, Host: t.Config.Host})
 	}
@@ -177,8 +178,12 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if r.Protobuf {
 		encoding = "protobuf"
 	}
-	fmt.Fprintf(out, "%d ConfigMaps of %d B, %d workers, %d watchers, %s, medians of %d rounds\n\n",
-		r.Objects, r.ObjectSize, r.Workers, r.Watchers, encoding, r.Rounds)
+	spread := ""
+	if r.Namespaces > 1 {
+		spread = fmt.Sprintf(" in %d namespaces", r.Namespaces)
+	}
+	fmt.Fprintf(out, "%d ConfigMaps of %d B%s, %d workers, %d watchers, %s, medians of %d rounds\n\n",
+		r.Objects, r.ObjectSize, spread, r.Workers, r.Watchers, encoding, r.Rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
 	for _, t := range r.Targets {

@@ -5,38 +5,102 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
-// setupTimeout bounds each unmeasured step: filling the namespace, opening
-// the watches, tidying up after a round, deleting everything at the end.
+// setupTimeout bounds each unmeasured step: filling the namespaces,
+// making the custom resources, opening the watches, tidying up after a
+// round, deleting everything at the end.
 const setupTimeout = 2 * time.Minute
 
 // groupLabel puts every tenth object in group g0, which the selector list
 // reads: 100 of 1,000 by default.
 const groupLabel = "load.kplane.dev/group"
 
+// runLabel names the side's first namespace on every object made at setup,
+// so that list-all-namespaces reads this run's objects and nothing else
+// on the server.
+const runLabel = "load.kplane.dev/run"
+
 // side is one target during a run.
 type side struct {
-	target    Target
-	client    kubernetes.Interface
-	namespace string
-	// mu guards created, the names the create workload made in this
-	// round, which the delete workload deletes, and tried, every name it
-	// tried to create, which tidy deletes.
+	target Target
+	client kubernetes.Interface
+	// crds makes the CRD of the cr- workloads; widgets reads and writes
+	// its objects.
+	crds    apiextensionsclient.Interface
+	widgets dynamic.NamespaceableResourceInterface
+	// namespaces are the side's, the first named by --namespace. made[i]
+	// says that setup created namespaces[i], which teardown then empties
+	// and deletes; each is written by one goroutine of setup only.
+	namespaces []string
+	made       []bool
+	// ownsCRD says that setup created the CRD, which teardown deletes
+	// last; a CRD that was there already stays.
+	ownsCRD bool
+	// configMaps and customResources are what create and cr-create did
+	// in this round.
+	configMaps, customResources creations
+}
+
+// objectRef names an object in one of the side's namespaces.
+type objectRef struct{ namespace, name string }
+
+// creations are the objects a create workload tried to make in a round,
+// which tidy deletes, and those it made, which the matching delete
+// workload deletes.
+type creations struct {
 	mu      sync.Mutex
-	created []string
-	tried   []string
+	tried   []objectRef
+	created []objectRef
+}
+
+// create calls f to create ref and records ref as made if it did. A create
+// cut off by the end of the round may still have happened: ref is recorded
+// as tried first.
+func (c *creations) create(ref objectRef, f func() error) error {
+	c.mu.Lock()
+	c.tried = append(c.tried, ref)
+	c.mu.Unlock()
+	if err := f(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.created = append(c.created, ref)
+	c.mu.Unlock()
+	return nil
+}
+
+// nth is the seq-th object made in this round, if there are that many.
+func (c *creations) nth(seq int) (objectRef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq >= len(c.created) {
+		return objectRef{}, false
+	}
+	return c.created[seq], true
+}
+
+// take returns every object tried in this round and starts the next.
+func (c *creations) take() []objectRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tried := c.tried
+	c.tried, c.created = nil, nil
+	return tried
 }
 
 // Run measures targets with the validated options o, in rounds that
@@ -48,12 +112,14 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 	}
 	sides := make([]*side, 0, len(targets))
 	defer func() {
-		// Cleaning up must outlive a cancelled run: the namespace is ours.
+		// Cleaning up must outlive a cancelled run: the namespaces are ours.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
 		defer cancel()
-		for _, s := range sides {
+		// Last made, first deleted: a side may use the CRD that an
+		// earlier side on the same server made and deletes.
+		for _, s := range slices.Backward(sides) {
 			if err := s.teardown(cctx, o); err != nil {
-				log.Error("delete load namespace", "target", s.target.Name, "namespace", s.namespace, "err", err)
+				log.Error("delete load namespaces", "target", s.target.Name, "namespace", s.namespaces[0], "err", err)
 			}
 		}
 	}()
@@ -71,20 +137,34 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 		if err != nil {
 			return nil, fmt.Errorf("client of %s: %w", t.Name, err)
 		}
+		// Kube serves custom resources in JSON only; the dynamic client
+		// speaks JSON whatever cfg says, and the CRD, made once at setup,
+		// is not measured.
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic client of %s: %w", t.Name, err)
+		}
+		jsonCfg := rest.CopyConfig(cfg)
+		jsonCfg.ContentType, jsonCfg.AcceptContentTypes = "application/json", "application/json"
+		crds, err := apiextensionsclient.NewForConfig(jsonCfg)
+		if err != nil {
+			return nil, fmt.Errorf("apiextensions client of %s: %w", t.Name, err)
+		}
 		ns := o.Namespace
 		if ns == "" {
 			ns = "kplane-load-" + utilrand.String(6)
 		}
-		s := &side{target: t, client: client, namespace: ns}
-		log.Info("fill namespace", "target", t.Name, "host", cfg.Host, "namespace", ns, "objects", o.Objects)
+		s := &side{
+			target: t, client: client, crds: crds, widgets: dyn.Resource(widgetsResource),
+			namespaces: namespaceNames(ns, o.Namespaces), made: make([]bool, o.Namespaces),
+		}
+		// Teardown deletes only what setup made, so a side that failed
+		// halfway is torn down too.
+		sides = append(sides, s)
+		log.Info("fill namespaces", "target", t.Name, "host", cfg.Host, "namespace", ns, "namespaces", o.Namespaces, "objects", o.Objects)
 		if err := s.setup(ctx, o); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				// A half-made namespace is ours to delete.
-				sides = append(sides, s)
-			}
 			return nil, fmt.Errorf("fill namespace %q of %s: %w", ns, t.Name, err)
 		}
-		sides = append(sides, s)
 	}
 
 	report := newReport(o, targets)
@@ -127,64 +207,112 @@ func (o *Options) wants(name string) bool {
 
 func objectName(i int) string { return fmt.Sprintf("obj-%05d", i) }
 
+// object is object i of those made at setup.
+func (s *side) object(o *Options, i int) objectRef {
+	return objectRef{namespace: s.namespaces[o.namespaceIndex(i)], name: objectName(i)}
+}
+
+// labels are those of object i made at setup: its group and the run.
+func (s *side) labels(i int) map[string]string {
+	return map[string]string{groupLabel: "g" + strconv.Itoa(i%10), runLabel: s.namespaces[0]}
+}
+
+// createdObject is what create and cr-create make as their seq-th object
+// of round: one namespace after the other.
+func (s *side) createdObject(round, seq int) objectRef {
+	return objectRef{namespace: s.namespaces[seq%len(s.namespaces)], name: fmt.Sprintf("created-%d-%06d", round, seq)}
+}
+
 func (s *side) setup(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespace}}
-	if _, err := s.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace: %w", err)
-	}
-	payload := strings.Repeat("x", o.ObjectSize)
-	return parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:   objectName(i),
-				Labels: map[string]string{groupLabel: "g" + strconv.Itoa(i%10)},
-			},
-			Data: map[string]string{"payload": payload},
+	if err := parallel(ctx, o.Workers, len(s.namespaces), func(ctx context.Context, i int) error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespaces[i]}}
+		if _, err := s.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create namespace %q: %w", ns.Name, err)
 		}
-		_, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
-		return err
-	})
-}
-
-// tidy deletes what create made in this round and delete left.
-func (s *side) tidy(ctx context.Context, o *Options) error {
-	s.mu.Lock()
-	names := s.tried
-	s.created, s.tried = nil, nil
-	s.mu.Unlock()
-	return parallel(ctx, o.Workers, len(names), func(ctx context.Context, i int) error {
-		return s.deleteObject(ctx, names[i])
-	})
-}
-
-// teardown deletes the objects, then the namespace. The objects go one by
-// one because a server without a namespace controller (the reference
-// server has none) never empties a deleted namespace.
-func (s *side) teardown(ctx context.Context, o *Options) error {
-	if err := s.tidy(ctx, o); err != nil {
-		return err
-	}
-	if err := parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
-		return s.deleteObject(ctx, objectName(i))
+		s.made[i] = true
+		return nil
 	}); err != nil {
 		return err
 	}
-	err := s.client.CoreV1().Namespaces().Delete(ctx, s.namespace, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+	payload := strings.Repeat("x", o.ObjectSize)
+	if err := parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
+		ref := s.object(o, i)
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: ref.name, Labels: s.labels(i)},
+			Data:       map[string]string{"payload": payload},
+		}
+		_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if !o.wantsCustomResources() {
 		return nil
 	}
-	return err
+	return s.setupCustomResources(ctx, o, payload)
 }
 
-func (s *side) deleteObject(ctx context.Context, name string) error {
-	err := s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+// tidy deletes what create and cr-create made in this round and delete
+// and cr-delete left.
+func (s *side) tidy(ctx context.Context, o *Options) error {
+	cms, crs := s.configMaps.take(), s.customResources.take()
+	if err := parallel(ctx, o.Workers, len(cms), func(ctx context.Context, i int) error {
+		return s.deleteConfigMap(ctx, cms[i])
+	}); err != nil {
+		return err
+	}
+	return parallel(ctx, o.Workers, len(crs), func(ctx context.Context, i int) error {
+		return s.deleteCustomResource(ctx, crs[i])
+	})
+}
+
+// teardown deletes the objects in the namespaces setup made, then those
+// namespaces, then the CRD if setup made it; each step is tried even when
+// one before failed, so that as little as possible stays behind. The
+// objects go one by one because a server without a namespace controller
+// (the reference server has none) never empties a deleted namespace.
+func (s *side) teardown(ctx context.Context, o *Options) error {
+	tidied := s.tidy(ctx, o)
+	customResources := o.wantsCustomResources()
+	emptied := parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
+		if !s.made[o.namespaceIndex(i)] {
+			return nil
+		}
+		ref := s.object(o, i)
+		if err := s.deleteConfigMap(ctx, ref); err != nil {
+			return err
+		}
+		if !customResources {
+			return nil
+		}
+		return s.deleteCustomResource(ctx, ref)
+	})
+	deleted := parallel(ctx, o.Workers, len(s.namespaces), func(ctx context.Context, i int) error {
+		if !s.made[i] {
+			return nil
+		}
+		err := s.client.CoreV1().Namespaces().Delete(ctx, s.namespaces[i], metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete namespace %q: %w", s.namespaces[i], err)
+		}
+		return nil
+	})
+	var crd error
+	if s.ownsCRD {
+		crd = s.deleteCRD(ctx)
+	}
+	return errors.Join(tidied, emptied, deleted, crd)
+}
+
+func (s *side) deleteConfigMap(ctx context.Context, ref objectRef) error {
+	err := s.client.CoreV1().ConfigMaps(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("delete configmap %q: %w", name, err)
+		return fmt.Errorf("delete configmap %s/%s: %w", ref.namespace, ref.name, err)
 	}
 	return nil
 }

@@ -123,6 +123,12 @@ func TestValidate(t *testing.T) {
 		{"unknown workload", func(o *Options) { o.Workloads = []string{"get", "exec"} }, 1},
 		{"unknown output", func(o *Options) { o.Output = "yaml" }, 1},
 		{"no page size", func(o *Options) { o.PageSize = 0 }, 1},
+		{"the cr- workloads and the list across namespaces", func(o *Options) {
+			o.Workloads = []string{"list-all-namespaces", "cr-get", "cr-update", "cr-list", "cr-create", "cr-delete"}
+		}, 0},
+		{"as many namespaces as objects", func(o *Options) { o.Objects, o.Namespaces = 20, 20 }, 0},
+		{"no namespace", func(o *Options) { o.Namespaces = 0 }, 1},
+		{"more namespaces than objects", func(o *Options) { o.Objects, o.Namespaces = 20, 21 }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()

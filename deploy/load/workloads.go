@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,21 +26,36 @@ type workload struct {
 
 // workloads are all workloads in the order a round runs them: the lists
 // before create, so that they read exactly the objects made at setup, and
-// delete after create, whose objects it deletes.
+// delete after create, whose objects it deletes; the same for the cr-
+// workloads on custom resources.
 func workloads() []workload {
 	return []workload{
 		{"get", opWorkload(get)},
 		{"update", opWorkload(update)},
 		{"patch", opWorkload(patch)},
 		{"apply", opWorkload(apply)},
-		{"list", opWorkload(list(metav1.ListOptions{}, func(o *Options) int { return o.Objects }))},
-		{"list-rv0", opWorkload(list(metav1.ListOptions{ResourceVersion: "0"}, func(o *Options) int { return o.Objects }))},
-		{"list-selector", opWorkload(list(metav1.ListOptions{LabelSelector: groupLabel + "=g0"}, func(o *Options) int { return (o.Objects + 9) / 10 }))},
+		{"list", opWorkload(list(metav1.ListOptions{}, (*Options).inFirstNamespace))},
+		{"list-rv0", opWorkload(list(metav1.ListOptions{ResourceVersion: "0"}, (*Options).inFirstNamespace))},
+		{"list-selector", opWorkload(list(metav1.ListOptions{LabelSelector: groupLabel + "=g0"}, func(o *Options) int { return (o.inFirstNamespace() + 9) / 10 }))},
 		{"list-paged", opWorkload(listPaged)},
+		{"list-all-namespaces", opWorkload(listAllNamespaces)},
 		{"watch", watchWorkload},
 		{"create", opWorkload(create)},
 		{"delete", opWorkload(remove)},
+		{"cr-get", opWorkload(crGet)},
+		{"cr-update", opWorkload(crUpdate)},
+		{"cr-list", opWorkload(crList)},
+		{"cr-create", opWorkload(crCreate)},
+		{"cr-delete", opWorkload(crDelete)},
 	}
+}
+
+// customResourcePrefix starts the names of the workloads on custom
+// resources, for which setup makes a CRD and its objects.
+const customResourcePrefix = "cr-"
+
+func (o *Options) wantsCustomResources() bool {
+	return slices.ContainsFunc(o.Workloads, func(w string) bool { return strings.HasPrefix(w, customResourcePrefix) })
 }
 
 // WorkloadNames are the workloads in the order a round runs them.
@@ -93,19 +110,21 @@ func opWorkload(f op) func(ctx context.Context, o *Options, s *side, round int) 
 
 // worker w owns objects w, w+workers, w+2*workers, ... for writes, so
 // that workers never conflict with each other.
-func ownObject(o *Options, worker, seq int) string {
+func ownObject(o *Options, worker, seq int) int {
 	owned := (o.Objects - worker + o.Workers - 1) / o.Workers
-	return objectName(worker + (seq%owned)*o.Workers)
+	return worker + (seq%owned)*o.Workers
 }
 
 func get(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, error) {
-	_, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, objectName(rand.IntN(o.Objects)), metav1.GetOptions{})
+	ref := s.object(o, rand.IntN(o.Objects))
+	_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Get(ctx, ref.name, metav1.GetOptions{})
 	return false, err
 }
 
 func update(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool, error) {
-	cms := s.client.CoreV1().ConfigMaps(s.namespace)
-	cm, err := cms.Get(ctx, ownObject(o, worker, seq), metav1.GetOptions{})
+	ref := s.object(o, ownObject(o, worker, seq))
+	cms := s.client.CoreV1().ConfigMaps(ref.namespace)
+	cm, err := cms.Get(ctx, ref.name, metav1.GetOptions{})
 	if err != nil {
 		return false, err
 	}
@@ -115,8 +134,9 @@ func update(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool,
 }
 
 func patch(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool, error) {
+	ref := s.object(o, ownObject(o, worker, seq))
 	body := fmt.Appendf(nil, `{"data":{"seq":%q}}`, strconv.Itoa(seq))
-	_, err := s.client.CoreV1().ConfigMaps(s.namespace).Patch(ctx, ownObject(o, worker, seq), types.MergePatchType, body, metav1.PatchOptions{})
+	_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Patch(ctx, ref.name, types.MergePatchType, body, metav1.PatchOptions{})
 	return false, err
 }
 
@@ -126,21 +146,21 @@ const applyManager = "kplane-load"
 // apply sets data.seq by server-side apply, forcing the field from the
 // fill's manager the first time.
 func apply(ctx context.Context, o *Options, s *side, _, worker, seq int) (bool, error) {
-	name := ownObject(o, worker, seq)
-	body := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"seq":%q}}`, name, strconv.Itoa(seq))
+	ref := s.object(o, ownObject(o, worker, seq))
+	body := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"seq":%q}}`, ref.name, strconv.Itoa(seq))
 	force := true
-	_, err := s.client.CoreV1().ConfigMaps(s.namespace).Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: applyManager, Force: &force})
+	_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Patch(ctx, ref.name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: applyManager, Force: &force})
 	return false, err
 }
 
-// listPaged reads every object made at setup in pages of o.PageSize,
-// following the continue tokens as client-go's pager does; one operation
-// is the whole list.
+// listPaged reads every object made at setup in the first namespace in
+// pages of o.PageSize, following the continue tokens as client-go's pager
+// does; one operation is the whole list.
 func listPaged(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, error) {
 	opts := metav1.ListOptions{Limit: int64(o.PageSize)}
 	n := 0
 	for {
-		l, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+		l, err := s.client.CoreV1().ConfigMaps(s.namespaces[0]).List(ctx, opts)
 		if err != nil {
 			return false, err
 		}
@@ -154,18 +174,18 @@ func listPaged(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, err
 		}
 		opts.Continue = l.Continue
 	}
-	if n != o.Objects {
-		return false, fmt.Errorf("paged list of %d: %d configmaps, want %d", o.PageSize, n, o.Objects)
+	if n != o.inFirstNamespace() {
+		return false, fmt.Errorf("paged list of %d: %d configmaps, want %d", o.PageSize, n, o.inFirstNamespace())
 	}
 	return false, nil
 }
 
-// list reads with opts and counts the objects made at setup among the
-// answer, since a fast wrong answer would look like a win; others, such as
-// the kube-root-ca.crt a controller adds, are not counted.
+// list reads the first namespace with opts and counts the objects made at
+// setup among the answer, since a fast wrong answer would look like a win;
+// others, such as the kube-root-ca.crt a controller adds, are not counted.
 func list(opts metav1.ListOptions, want func(*Options) int) op {
 	return func(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, error) {
-		l, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+		l, err := s.client.CoreV1().ConfigMaps(s.namespaces[0]).List(ctx, opts)
 		if err != nil {
 			return false, err
 		}
@@ -182,36 +202,41 @@ func list(opts metav1.ListOptions, want func(*Options) int) op {
 	}
 }
 
-func create(ctx context.Context, o *Options, s *side, round, _, seq int) (bool, error) {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("created-%d-%06d", round, seq)},
-		Data:       map[string]string{"payload": fmt.Sprintf("%0*d", o.ObjectSize, seq)},
-	}
-	// A create cut off by the end of the round may still have happened:
-	// tidy deletes every name tried.
-	s.mu.Lock()
-	s.tried = append(s.tried, cm.Name)
-	s.mu.Unlock()
-	if _, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+// listAllNamespaces reads the ConfigMaps of every namespace that carry
+// this run's label, all those made at setup, wherever the server keeps
+// other ConfigMaps.
+func listAllNamespaces(ctx context.Context, o *Options, s *side, _, _, _ int) (bool, error) {
+	l, err := s.client.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + s.namespaces[0]})
+	if err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	s.created = append(s.created, cm.Name)
-	s.mu.Unlock()
+	if len(l.Items) != o.Objects {
+		return false, fmt.Errorf("list of every namespace with selector %s=%s: %d configmaps, want %d", runLabel, s.namespaces[0], len(l.Items), o.Objects)
+	}
 	return false, nil
+}
+
+// create makes ConfigMaps in one namespace after the other.
+func create(ctx context.Context, o *Options, s *side, round, _, seq int) (bool, error) {
+	ref := s.createdObject(round, seq)
+	return false, s.configMaps.create(ref, func() error {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: ref.name},
+			Data:       map[string]string{"payload": fmt.Sprintf("%0*d", o.ObjectSize, seq)},
+		}
+		_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // remove deletes the objects create made this round, the seq-th by the
 // seq-th call, and is done when none is left.
 func remove(ctx context.Context, _ *Options, s *side, _, _, seq int) (bool, error) {
-	s.mu.Lock()
-	if seq >= len(s.created) {
-		s.mu.Unlock()
+	ref, ok := s.configMaps.nth(seq)
+	if !ok {
 		return true, nil
 	}
-	name := s.created[seq]
-	s.mu.Unlock()
-	return false, s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	return false, s.client.CoreV1().ConfigMaps(ref.namespace).Delete(ctx, ref.name, metav1.DeleteOptions{})
 }
 
 // deliveryTimeout bounds the wait for one update to reach every watcher.
@@ -225,7 +250,7 @@ func watchWorkload(ctx context.Context, o *Options, s *side, _ int) Sample {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout+o.Duration)
 	defer cancel()
 	rec := make([]recorder, o.Watchers)
-	cms := s.client.CoreV1().ConfigMaps(s.namespace)
+	cms := s.client.CoreV1().ConfigMaps(s.namespaces[0])
 	target, err := cms.Get(ctx, objectName(0), metav1.GetOptions{})
 	if err != nil {
 		return failed(err)

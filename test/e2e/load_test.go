@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -18,16 +20,20 @@ import (
 )
 
 // TestLoadTool runs kplane-load's side-by-side mode briefly against one
-// system as both sides: every workload must do work on both, with sane
-// latencies and no errors, and leave no namespace of its own behind. It
-// says nothing about speed, which depends on the machine.
+// system as both sides: every workload, the custom resources' and the
+// list across namespaces included, must do work on both, with sane
+// latencies and no errors, and leave no namespace of its own and no CRD
+// behind. It says nothing about speed, which depends on the machine.
 func TestLoadTool(t *testing.T) {
 	sys := harness.Start(t)
 	o := kplaneload.NewOptions()
 	o.Kubeconfig, o.CompareKubeconfig = sys.Kubeconfig, sys.Kubeconfig
 	o.Objects, o.ObjectSize, o.Workers, o.Watchers = 40, 256, 4, 5
-	o.PageSize = 15 // three pages, two continue tokens
-	o.Duration, o.Rounds = 500*time.Millisecond, 2
+	// 14, 13 and 13 objects: the lists of the first namespace read 14,
+	// list-all-namespaces all 40 of the side and none of the other's.
+	o.Namespaces = 3
+	o.PageSize = 6 // three pages of the first namespace, two continue tokens
+	o.Duration, o.Rounds = 300*time.Millisecond, 2
 	targets, err := o.Targets()
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +90,8 @@ func TestLoadTool(t *testing.T) {
 		t.Errorf("-o json does not read back: %v, %d workloads\n%s", err, len(decoded.Workloads), out.String())
 	}
 
-	client, err := kubernetes.NewForConfig(sys.RESTConfig(t))
+	cfg := sys.RESTConfig(t)
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +103,17 @@ func TestLoadTool(t *testing.T) {
 		if strings.HasPrefix(ns.Name, "kplane-load-") && ns.Status.Phase != corev1.NamespaceTerminating {
 			t.Errorf("namespace %s is %s after the run, want it deleted", ns.Name, ns.Status.Phase)
 		}
+	}
+	// Side A made the CRD, side B took it, and A deleted it last; the
+	// server may still be deleting it.
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.load.kplane.dev", metav1.GetOptions{})
+	if err == nil && crd.DeletionTimestamp == nil {
+		t.Errorf("customresourcedefinition %s is still there after the run, want it deleted", crd.Name)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("get the load's customresourcedefinition: %v", err)
 	}
 }
