@@ -138,6 +138,11 @@ func (t *Typed) DecodeRequest(data []byte, opts resource.DecodeOptions) (runtime
 	if opts.Protobuf {
 		return t.decode(data, t.protobuf)
 	}
+	if !opts.YAML {
+		if obj, ok, err := t.decodeRequestJSON(data, opts.Strict); ok {
+			return obj, err
+		}
+	}
 	return t.decode(data, t.s.reader(opts))
 }
 

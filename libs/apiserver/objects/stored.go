@@ -3,8 +3,10 @@ package objects
 import (
 	"bytes"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -34,6 +36,57 @@ func (t *Typed) decodeStored(data []byte) (runtime.Object, bool) {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(t.gvk)
 	return obj, true
+}
+
+// decodeRequestJSON is DecodeRequest's one pass for a JSON body that
+// names this kind, or leaves apiVersion and kind out, which the serializer
+// then takes from the endpoint. Strict reports unknown and duplicate
+// fields as the serializer does, in a strict decoding error that comes
+// with the object. Under a load of creates the serializer's first pass
+// was 6% of core's CPU.
+func (t *Typed) decodeRequestJSON(data []byte, strict bool) (runtime.Object, bool, error) {
+	obj, err := t.scheme.New(t.gvk)
+	if err != nil {
+		return nil, false, nil
+	}
+	var strictErrs []error
+	if strict {
+		strictErrs, err = sigsjson.UnmarshalStrict(data, obj)
+	} else {
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, obj)
+	}
+	// A failure is reported by the serializer, in its words.
+	if err != nil || !plainTypeKeys(data) {
+		return nil, false, nil
+	}
+	// The apiVersion as written: GroupVersionKind() reads one that does
+	// not parse as none, where the serializer fails.
+	typ, ok := obj.GetObjectKind().(*metav1.TypeMeta)
+	if !ok {
+		return nil, false, nil
+	}
+	gv, err := schema.ParseGroupVersion(typ.APIVersion)
+	if err != nil {
+		return nil, false, nil
+	}
+	// The serializer's defaulting: the endpoint's kind, and its group
+	// and version where the body names neither, or only the group.
+	actual := gv.WithKind(typ.Kind)
+	if actual.Kind == "" {
+		actual.Kind = t.gvk.Kind
+	}
+	if actual.Version == "" && (actual.Group == "" || actual.Group == t.gvk.Group) {
+		actual.Group, actual.Version = t.gvk.Group, t.gvk.Version
+	}
+	if actual != t.gvk {
+		// Another kind decodes into another struct.
+		return nil, false, nil
+	}
+	obj.GetObjectKind().SetGroupVersionKind(actual)
+	if len(strictErrs) > 0 {
+		return obj, true, runtime.NewStrictDecodingError(strictErrs)
+	}
+	return obj, true, nil
 }
 
 // decodeStored is Decode's one pass for a document naming a kind and a

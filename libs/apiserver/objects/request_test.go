@@ -1,0 +1,100 @@
+package objects
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kplane.dev/libs/apiserver/resource"
+)
+
+// requestCases are JSON bodies DecodeRequest may meet, and whether its one
+// pass may take them; beside them, the stored cases' neighbours.
+var requestCases = []struct {
+	name, body string
+	onePass    bool
+}{
+	{name: "as client-go sends", onePass: true,
+		body: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","creationTimestamp":null},"data":{"k":"v"}}`},
+	{name: "no apiVersion or kind", onePass: true, body: `{"metadata":{"name":"a"},"data":{"k":"v"}}`},
+	{name: "kind only", onePass: true, body: `{"kind":"ConfigMap","metadata":{"name":"a"}}`},
+	{name: "apiVersion only", onePass: true, body: `{"apiVersion":"v1","metadata":{"name":"a"}}`},
+	{name: "null kind", onePass: true, body: `{"kind":null,"apiVersion":"v1"}`},
+	{name: "unknown and duplicate fields", onePass: true,
+		body: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","name":"b","nam":"c"},"dta":{}}`},
+	{name: "another kind", body: `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a"}}`},
+	{name: "another version", body: `{"kind":"ConfigMap","apiVersion":"v2","metadata":{"name":"a"}}`},
+	{name: "another group", body: `{"kind":"ConfigMap","apiVersion":"example.com/v1"}`},
+	{name: "group without version", body: `{"kind":"ConfigMap","apiVersion":"example.com/"}`},
+	{name: "apiVersion that does not parse", body: `{"kind":"ConfigMap","apiVersion":"a/b/c"}`},
+	{name: "apiVersion not a string", body: `{"kind":"ConfigMap","apiVersion":1}`},
+	{name: "case variant kind", body: `{"kind":"ConfigMap","apiVersion":"v1","KIND":"Secret"}`},
+	{name: "duplicate kind", body: `{"kind":"Secret","kind":"ConfigMap","apiVersion":"v1"}`},
+	{name: "wrong type", body: `{"kind":"ConfigMap","apiVersion":"v1","data":{"k":5}}`},
+	{name: "malformed", body: `{"kind":"ConfigMap",`},
+	{name: "not an object", body: `[]`},
+	{name: "null", body: `null`},
+}
+
+func requestDecoder(tb testing.TB) *Typed {
+	tb.Helper()
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
+	}
+	typed, err := NewTyped(scheme, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "ConfigMapList")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return typed
+}
+
+// sameRequestAsSerializer fails t unless DecodeRequest returns for a JSON
+// body exactly what the serializer alone returns, strict or not.
+func sameRequestAsSerializer(t *testing.T, typed *Typed, body []byte, strict bool) {
+	t.Helper()
+	opts := resource.DecodeOptions{Strict: strict}
+	got, gotErr := typed.DecodeRequest(body, opts)
+	want, wantErr := typed.decode(body, typed.s.reader(opts))
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v", body, strict, gotErr, wantErr)
+	}
+	if runtime.IsStrictDecodingError(gotErr) != runtime.IsStrictDecodingError(wantErr) {
+		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v: not both strict decoding errors", body, strict, gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decode %q (strict %v):\n got %#v\nwant %#v", body, strict, got, want)
+	}
+}
+
+func TestDecodeRequestIsTheSerializers(t *testing.T) {
+	typed := requestDecoder(t)
+	for _, tc := range requestCases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				sameRequestAsSerializer(t, typed, []byte(tc.body), strict)
+				if _, ok, _ := typed.decodeRequestJSON([]byte(tc.body), strict); ok != tc.onePass {
+					t.Fatalf("strict %v: one pass taken %v, want %v", strict, ok, tc.onePass)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeRequestJSON checks that DecodeRequest returns for any JSON
+// body what the serializer alone returns, object and error.
+func FuzzDecodeRequestJSON(f *testing.F) {
+	for _, tc := range requestCases {
+		f.Add([]byte(tc.body))
+	}
+	for _, tc := range storedCases {
+		f.Add([]byte(tc.typed))
+	}
+	typed := requestDecoder(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sameRequestAsSerializer(t, typed, body, false)
+		sameRequestAsSerializer(t, typed, body, true)
+	})
+}
