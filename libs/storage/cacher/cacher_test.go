@@ -453,3 +453,36 @@ func TestSharedListsHandOutTheCachedObjects(t *testing.T) {
 		t.Fatalf("changing a copy changed the cache: %q", got)
 	}
 }
+
+// A consistent get is served from memory once the cache has caught up
+// with etcd, also for a resource idle while etcd moved on, and sees a
+// write made just before it.
+func TestConsistentGetIsServedFromMemory(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, ""))
+	f.bumpEtcd()
+	before := f.store.gets.Load()
+	obj, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{})
+	if err != nil {
+		t.Fatalf("consistent get: %v", err)
+	}
+	if obj.(*corev1.ConfigMap).Name != "a" {
+		t.Fatalf("consistent get = %v, want a", obj)
+	}
+	if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "missing"), storage.GetOptions{}); !storage.IsNotFound(err) {
+		t.Fatalf("consistent get of a missing object: %v, want not found", err)
+	}
+	if n := f.store.gets.Load() - before; n != 0 {
+		t.Fatalf("consistent gets went to etcd %d times, want them served from the cache", n)
+	}
+	// The cache learns of a write only from its watch, which the read
+	// must wait for.
+	rv := f.create("ns", "b", nil, "")
+	obj, err = f.cacher.Get(f.ctx, f.keys.Object("ns", "b"), storage.GetOptions{})
+	if err != nil {
+		t.Fatalf("consistent get after a write: %v", err)
+	}
+	if got := obj.(*corev1.ConfigMap).ResourceVersion; got != strconv.FormatInt(rv, 10) {
+		t.Fatalf("consistent get after a write at %d: resourceVersion %s", rv, got)
+	}
+}

@@ -28,11 +28,11 @@ import (
 const wait = 10 * time.Second
 
 // spyStore is the real etcd3 store with a window on the cacher's use of
-// it: it counts lists and lets a test cut the cacher's underlying watch and
+// it: it counts lists and gets and lets a test cut the cacher's underlying watch and
 // hold back the next one.
 type spyStore struct {
 	*etcd3.Store
-	lists atomic.Int64
+	lists, gets atomic.Int64
 
 	mu      sync.Mutex
 	watches []watch.Interface
@@ -42,6 +42,11 @@ type spyStore struct {
 func (s *spyStore) List(ctx context.Context, prefix string, opts storage.ListOptions) (*storage.ListResult, error) {
 	s.lists.Add(1)
 	return s.Store.List(ctx, prefix, opts)
+}
+
+func (s *spyStore) Get(ctx context.Context, key string, opts storage.GetOptions) (runtime.Object, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, key, opts)
 }
 
 func (s *spyStore) Watch(ctx context.Context, prefix string, opts storage.WatchOptions) (watch.Interface, error) {

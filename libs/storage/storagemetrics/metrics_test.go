@@ -115,6 +115,10 @@ func TestStoreAndCache(t *testing.T) {
 	if _, err := c.Get(ctx, keys.Object("default", "a"), storage.GetOptions{}); err != nil {
 		t.Fatalf("get: %v", err)
 	}
+	// The cache serves consistent gets; writes read etcd as direct does.
+	if _, err := direct.Get(ctx, keys.Object("default", "a"), storage.GetOptions{}); err != nil {
+		t.Fatalf("get from etcd: %v", err)
+	}
 	if _, err := c.List(ctx, keys.Prefix(), storage.ListOptions{Limit: 1}); err != nil {
 		t.Fatalf("list: %v", err)
 	}
