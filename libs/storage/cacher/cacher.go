@@ -27,6 +27,9 @@ type ProgressRequester interface {
 	// RequestWatchProgress makes the store's watches opened with
 	// AllowBookmarks emit a BOOKMARK at etcd's current revision.
 	RequestWatchProgress(ctx context.Context) error
+	// Retains reports whether etcd still serves reads at revision rev,
+	// which compaction ends.
+	Retains(ctx context.Context, rev int64) (bool, error)
 }
 
 // Store is the store beneath the cache: etcd3.Store satisfies it.
@@ -126,6 +129,8 @@ type Cacher struct {
 	watcherWG sync.WaitGroup
 	// targets is the dispatcher's scratch list of the watchers of one event.
 	targets []*watcher
+	// snaps serve the continues of paged lists (see pages.go).
+	snaps snapshots
 }
 
 var _ storage.Interface = (*Cacher)(nil)
@@ -297,11 +302,16 @@ func (c *Cacher) consistentGet(ctx context.Context, key string, opts storage.Get
 }
 
 // List serves resourceVersion "0", "N" (not older than) and consistent
-// ("") reads from the cache; exact-revision and paginated reads, and a
-// consistent read the cache cannot catch up with in time, go to the store.
+// ("") reads from the cache, and consistent pages and their continues from
+// snapshots of it (pages.go); exact-revision reads, pages at "N", a
+// continue whose snapshot is gone, and a consistent read the cache cannot
+// catch up with in time go to the store.
 func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptions) (*storage.ListResult, error) {
 	if err := storage.ValidatePrefix(prefix); err != nil {
 		return nil, err
+	}
+	if c.pagedFromCache(prefix, opts) {
+		return c.page(ctx, prefix, opts)
 	}
 	if c.delegateList(prefix, opts) {
 		return c.store.List(ctx, prefix, opts)
@@ -333,9 +343,9 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 	return c.list(prefix, opts), nil
 }
 
-// delegateList reports whether the cache cannot answer a list, which is
-// what kube-apiserver's cacher sends to etcd: exact revisions and pages
-// (except at resourceVersion "0", where the limit may be ignored).
+// delegateList reports whether the cache cannot answer a list that is not
+// paged from a snapshot: exact revisions, and pages at a resourceVersion
+// other than "0", where the limit may be ignored.
 func (c *Cacher) delegateList(prefix string, opts storage.ListOptions) bool {
 	switch {
 	case !strings.HasPrefix(prefix, c.prefix), opts.Continue != "":

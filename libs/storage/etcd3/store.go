@@ -75,6 +75,20 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
+// Retains implements cacher.ProgressRequester.
+func (s *Store) Retains(ctx context.Context, rev int64) (bool, error) {
+	start := time.Now()
+	_, err := s.client.Get(ctx, "/", clientv3.WithCountOnly(), clientv3.WithRev(rev))
+	s.opts.metrics.Request(storagemetrics.OpRetains, start, err)
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read revision %d: %w", rev, err)
+	}
+	return true, nil
+}
+
 // RequestWatchProgress asks etcd for a progress notification on this
 // store's watch streams; watches opened with AllowBookmarks then emit a
 // BOOKMARK carrying the revision etcd has reached. etcd answers only once

@@ -9,9 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Operations on etcd, the values of the operation label: kube's, and
-// the read of etcd's current revision that consistent reads from the
-// watch cache start with.
+// Operations on etcd, the values of the operation label: kube's, the
+// read of etcd's current revision that consistent reads from the watch
+// cache start with, and the check that a paged list's revision is not
+// compacted before the cache serves its next page.
 const (
 	OpCreate          = "create"
 	OpGet             = "get"
@@ -19,6 +20,7 @@ const (
 	OpUpdate          = "update"
 	OpDelete          = "delete"
 	OpCurrentRevision = "currentRevision"
+	OpRetains         = "retains"
 )
 
 // requestBuckets are kube's buckets of etcd_request_duration_seconds,
@@ -128,7 +130,7 @@ type Resource struct {
 // so that an error rate reads 0 rather than nothing before the first
 // error.
 func (m *Metrics) Resource(gr schema.GroupResource) *Resource {
-	for _, op := range []string{OpCreate, OpGet, OpList, OpUpdate, OpDelete, OpCurrentRevision} {
+	for _, op := range []string{OpCreate, OpGet, OpList, OpUpdate, OpDelete, OpCurrentRevision, OpRetains} {
 		m.requestErrors.WithLabelValues(op, gr.Group, gr.Resource)
 	}
 	m.terminated.WithLabelValues(gr.Group, gr.Resource)
