@@ -75,7 +75,7 @@ func widget(ref objectRef, labels map[string]string, data string, seq int) *unst
 // objects are served and makes as many of them as there are ConfigMaps,
 // in the same namespaces, under the same names and labels.
 func (s *side) setupCustomResources(ctx context.Context, o *Options, payload string) error {
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, o.bulkTimeout())
 	defer cancel()
 	if err := s.ensureCRD(ctx); err != nil {
 		return err

@@ -26,6 +26,16 @@ import (
 // round, deleting everything at the end.
 const setupTimeout = 2 * time.Minute
 
+// perObjectTimeout is what a step that makes or deletes every one of
+// --objects gets on top of setupTimeout: enough for 200 objects a second,
+// which 100,000 objects on a slow server need.
+const perObjectTimeout = 5 * time.Millisecond
+
+// bulkTimeout bounds a step over every one of the objects.
+func (o *Options) bulkTimeout() time.Duration {
+	return setupTimeout + time.Duration(o.Objects)*perObjectTimeout
+}
+
 // groupLabel puts every tenth object in group g0, which the selector list
 // reads: 100 of 1,000 by default.
 const groupLabel = "load.kplane.dev/group"
@@ -113,7 +123,7 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 	sides := make([]*side, 0, len(targets))
 	defer func() {
 		// Cleaning up must outlive a cancelled run: the namespaces are ours.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.bulkTimeout())
 		defer cancel()
 		// Last made, first deleted: a side may use the CRD that an
 		// earlier side on the same server made and deletes.
@@ -224,7 +234,18 @@ func (s *side) createdObject(round, seq int) objectRef {
 }
 
 func (s *side) setup(ctx context.Context, o *Options) error {
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	if err := s.setupConfigMaps(ctx, o); err != nil {
+		return err
+	}
+	if !o.wantsCustomResources() {
+		return nil
+	}
+	return s.setupCustomResources(ctx, o, strings.Repeat("x", o.ObjectSize))
+}
+
+// setupConfigMaps makes the namespaces and fills them with ConfigMaps.
+func (s *side) setupConfigMaps(ctx context.Context, o *Options) error {
+	ctx, cancel := context.WithTimeout(ctx, o.bulkTimeout())
 	defer cancel()
 	if err := parallel(ctx, o.Workers, len(s.namespaces), func(ctx context.Context, i int) error {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespaces[i]}}
@@ -237,7 +258,7 @@ func (s *side) setup(ctx context.Context, o *Options) error {
 		return err
 	}
 	payload := strings.Repeat("x", o.ObjectSize)
-	if err := parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
+	return parallel(ctx, o.Workers, o.Objects, func(ctx context.Context, i int) error {
 		ref := s.object(o, i)
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: ref.name, Labels: s.labels(i)},
@@ -245,13 +266,7 @@ func (s *side) setup(ctx context.Context, o *Options) error {
 		}
 		_, err := s.client.CoreV1().ConfigMaps(ref.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		return err
-	}); err != nil {
-		return err
-	}
-	if !o.wantsCustomResources() {
-		return nil
-	}
-	return s.setupCustomResources(ctx, o, payload)
+	})
 }
 
 // tidy deletes what create and cr-create made in this round and delete
