@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -71,14 +70,7 @@ type storedDecoder struct {
 
 func storedDecoders(tb testing.TB) map[string]storedDecoder {
 	tb.Helper()
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		tb.Fatal(err)
-	}
-	typed, err := NewTyped(scheme, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "ConfigMapList")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	typed := requestDecoder(tb)
 	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
 	return map[string]storedDecoder{
 		"typed": {

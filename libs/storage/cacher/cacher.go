@@ -283,11 +283,7 @@ func (c *Cacher) consistentGet(ctx context.Context, key string, opts storage.Get
 	}
 	ctx, span := startRead(ctx, "get", key)
 	defer span.End()
-	rv, err := c.store.CurrentRevision(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read current revision for a consistent get of %s: %w", key, err)
-	}
-	if reached, err := c.waitUntil(ctx, rv); err != nil {
+	if reached, err := c.caughtUp(ctx, "get", key); err != nil {
 		return nil, err
 	} else if !reached {
 		return c.store.Get(ctx, key, opts)
@@ -319,11 +315,7 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 	ctx, span := startRead(ctx, "list", prefix)
 	defer span.End()
 	if opts.ResourceVersion == "" {
-		rv, err := c.store.CurrentRevision(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read current revision for a consistent list of %s: %w", prefix, err)
-		}
-		if reached, err := c.waitUntil(ctx, rv); err != nil {
+		if reached, err := c.caughtUp(ctx, "list", prefix); err != nil {
 			return nil, err
 		} else if !reached {
 			return c.store.List(ctx, prefix, opts)
@@ -381,6 +373,17 @@ func (c *Cacher) ready() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.st.ready
+}
+
+// caughtUp waits until the cache has reached the revision etcd is at,
+// which it reads first, as a consistent read served from memory must;
+// false means the cache did not get there in time and the read is etcd's.
+func (c *Cacher) caughtUp(ctx context.Context, read, key string) (bool, error) {
+	rv, err := c.store.CurrentRevision(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read current revision for a consistent %s of %s: %w", read, key, err)
+	}
+	return c.waitUntil(ctx, rv)
 }
 
 // waitFor waits until the cache has seen rv, or fails with

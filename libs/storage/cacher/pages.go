@@ -115,11 +115,7 @@ func (c *Cacher) page(ctx context.Context, prefix string, opts storage.ListOptio
 		if !c.ready() {
 			return c.store.List(ctx, prefix, opts)
 		}
-		current, err := c.store.CurrentRevision(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read current revision for a consistent list of %s: %w", prefix, err)
-		}
-		if reached, err := c.waitUntil(ctx, current); err != nil {
+		if reached, err := c.caughtUp(ctx, "list", prefix); err != nil {
 			return nil, err
 		} else if !reached {
 			return c.store.List(ctx, prefix, opts)
