@@ -38,7 +38,7 @@ var requestCases = []struct {
 	{name: "null", body: `null`},
 }
 
-func requestDecoder(tb testing.TB) *Typed {
+func newConfigMapObjects(tb testing.TB) *Typed {
 	tb.Helper()
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
@@ -70,7 +70,7 @@ func sameRequestAsSerializer(t *testing.T, typed *Typed, body []byte, strict boo
 }
 
 func TestDecodeRequestIsTheSerializers(t *testing.T) {
-	typed := requestDecoder(t)
+	typed := newConfigMapObjects(t)
 	for _, tc := range requestCases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, strict := range []bool{false, true} {
@@ -92,7 +92,7 @@ func FuzzDecodeRequestJSON(f *testing.F) {
 	for _, tc := range storedCases {
 		f.Add([]byte(tc.typed))
 	}
-	typed := requestDecoder(f)
+	typed := newConfigMapObjects(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sameRequestAsSerializer(t, typed, body, false)
 		sameRequestAsSerializer(t, typed, body, true)

@@ -70,7 +70,7 @@ type storedDecoder struct {
 
 func storedDecoders(tb testing.TB) map[string]storedDecoder {
 	tb.Helper()
-	typed := requestDecoder(tb)
+	typed := newConfigMapObjects(tb)
 	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
 	return map[string]storedDecoder{
 		"typed": {
