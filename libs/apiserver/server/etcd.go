@@ -24,8 +24,9 @@ func EtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger) Sto
 }
 
 // CachedEtcdStores stores every resource in etcd below prefix behind a
-// watch cache, which serves watches and resourceVersion="0" reads; the
-// server runs each cache. A nil logger discards; metrics, when not nil,
+// watch cache, which serves watches and most reads (consistent gets and
+// paged lists of a custom resource's versions read etcd); the server runs
+// each cache. A nil logger discards; metrics, when not nil,
 // record each resource's etcd requests and watch cache.
 func CachedEtcdStores(client *clientv3.Client, prefix string, logger *slog.Logger, metrics *storagemetrics.Metrics, opts ...cacher.Option) StoreFunc {
 	logger = orDiscard(logger)
@@ -36,7 +37,13 @@ func CachedEtcdStores(client *clientv3.Client, prefix string, logger *slog.Logge
 			m = metrics.Resource(r.GroupVersionResource.GroupResource())
 		}
 		direct := etcd3.New(client, r.Objects, r.Objects.New, etcd3.WithLogger(logger), etcd3.WithMetrics(m))
-		c, err := cacher.New(direct, r.Objects.New, keys.Prefix(), append([]cacher.Option{cacher.WithLogger(logger), cacher.WithMetrics(m)}, opts...)...)
+		copts := []cacher.Option{cacher.WithLogger(logger), cacher.WithMetrics(m)}
+		if _, ok := r.Objects.(resource.VersionConverter); ok {
+			// A custom resource's version: decoding may call its
+			// conversion webhook, whose failure a get must report.
+			copts = append(copts, cacher.WithFallibleDecoding())
+		}
+		c, err := cacher.New(direct, r.Objects.New, keys.Prefix(), append(copts, opts...)...)
 		if err != nil {
 			return nil, storage.Keys{}, fmt.Errorf("build watch cache of %s: %w", r.GroupVersionResource, err)
 		}

@@ -46,6 +46,8 @@ type config struct {
 	maxHistory       int
 	freshHistory     time.Duration
 	waitTimeout      time.Duration
+	// etcdReads sends consistent gets and pages to the store.
+	etcdReads bool
 	bookmarkInterval time.Duration
 	progressInterval time.Duration
 	watcherBuffer    int
@@ -75,6 +77,14 @@ func WithGrowingHistory(initial, max int, fresh time.Duration) Option {
 // a consistent read, waits for the cache to reach the revision it needs
 // (default 3s).
 func WithWaitTimeout(d time.Duration) Option { return func(c *config) { c.waitTimeout = d } }
+
+// WithFallibleDecoding is for a store whose decoding can fail for a reason
+// a read must report: a custom resource converted to the version served by
+// its conversion webhook. Its cache holds objects converted when they came
+// in, so consistent gets and paged lists read etcd, as kube-apiserver 1.32
+// does, and a webhook that is down fails them. Without it the cache serves
+// them too.
+func WithFallibleDecoding() Option { return func(c *config) { c.etcdReads = true } }
 
 // WithBookmarkInterval sets how often watchers that allow bookmarks get one
 // (default 1 minute, like kube-apiserver).
@@ -243,6 +253,9 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions) (
 		return c.store.Get(ctx, key, opts)
 	}
 	if opts.ResourceVersion == "" {
+		if c.cfg.etcdReads {
+			return c.store.Get(ctx, key, opts)
+		}
 		return c.consistentGet(ctx, key, opts)
 	}
 	rv, err := parseRV(key, opts.ResourceVersion)
@@ -306,7 +319,7 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts storage.ListOptio
 	if err := storage.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	if c.pagedFromCache(prefix, opts) {
+	if !c.cfg.etcdReads && c.pagedFromCache(prefix, opts) {
 		return c.page(ctx, prefix, opts)
 	}
 	if c.delegateList(prefix, opts) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/storage"
+	"kplane.dev/libs/storage/cacher"
 )
 
 // page is what a client sees of one page.
@@ -140,4 +141,26 @@ func values(objs []runtime.Object) string {
 		vs = append(vs, o.(*corev1.ConfigMap).Data["v"])
 	}
 	return strings.Join(vs, ",")
+}
+
+// With fallible decoding (a custom resource's conversion webhook),
+// consistent gets and paged lists read etcd, which reports the failure.
+func TestFallibleDecodingReadsEtcd(t *testing.T) {
+	f := newFixture(t, nil, cacher.WithFallibleDecoding())
+	f.create("ns", "a", nil, "")
+	f.synced(f.create("ns", "b", nil, ""))
+	gets, lists := f.store.gets.Load(), f.store.lists.Load()
+	if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := pages(t, func(o storage.ListOptions) (*storage.ListResult, error) { return f.cacher.List(f.ctx, f.keys.Prefix(), o) }, storage.SelectionPredicate{}, 1)
+	if len(got) != 2 {
+		t.Fatalf("pages %v, want 2", got)
+	}
+	if n := f.store.gets.Load() - gets; n != 1 {
+		t.Errorf("a consistent get read etcd %d times, want once", n)
+	}
+	if n := f.store.lists.Load() - lists; n != 2 {
+		t.Errorf("two pages read etcd %d times, want twice", n)
+	}
 }
