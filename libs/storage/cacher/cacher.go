@@ -46,8 +46,6 @@ type config struct {
 	maxHistory       int
 	freshHistory     time.Duration
 	waitTimeout      time.Duration
-	// etcdReads sends consistent gets and pages to the store.
-	etcdReads bool
 	bookmarkInterval time.Duration
 	progressInterval time.Duration
 	watcherBuffer    int
@@ -55,6 +53,8 @@ type config struct {
 	retryInterval    time.Duration
 	logger           *slog.Logger
 	metrics          *storagemetrics.Resource
+	// etcdReads sends consistent gets and pages to the store.
+	etcdReads bool
 }
 
 // WithHistory fixes how many recent events the cache keeps for watches

@@ -153,7 +153,9 @@ func TestFallibleDecodingReadsEtcd(t *testing.T) {
 	if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got := pages(t, func(o storage.ListOptions) (*storage.ListResult, error) { return f.cacher.List(f.ctx, f.keys.Prefix(), o) }, storage.SelectionPredicate{}, 1)
+	got := pages(t, func(o storage.ListOptions) (*storage.ListResult, error) {
+		return f.cacher.List(f.ctx, f.keys.Prefix(), o)
+	}, storage.SelectionPredicate{}, 1)
 	if len(got) != 2 {
 		t.Fatalf("pages %v, want 2", got)
 	}
