@@ -154,4 +154,9 @@ type WatchOptions struct {
 	// BOOKMARK annotated metav1.InitialEventsAnnotationKey="true", then
 	// changes. nil keeps the legacy behaviour described at ResourceVersion.
 	SendInitialEvents *bool
+	// Shared lets a store hand every watch of a change the same object,
+	// as kube-apiserver's watch cache does, rather than a copy each: the
+	// caller only reads the events' objects. With 200 watches of one
+	// ConfigMap, a copy per watch was a sixth of core's CPU.
+	Shared bool
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,60 @@ func (p SelectionPredicate) Matches(obj runtime.Object) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// Matcher returns Matches, prepared for evaluating p on many objects. A
+// field selector on metadata.name and metadata.namespace alone, which a
+// client watching one object sends, is read off the object's metadata:
+// every kind's AttrFunc sets those two fields from it, and the fields.Set
+// an AttrFunc builds was two allocations per object per watch.
+func (p SelectionPredicate) Matcher() func(runtime.Object) (bool, error) {
+	if p.Field == nil || p.Field.Empty() || !onMetadataOnly(p.Field) {
+		return p.Matches
+	}
+	return func(obj runtime.Object) (bool, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false, fmt.Errorf("read object metadata: %w", err)
+		}
+		if p.Label != nil && !p.Label.Matches(labels.Set(m.GetLabels())) {
+			return false, nil
+		}
+		return p.Field.Matches(metadataFields{m}), nil
+	}
+}
+
+func onMetadataOnly(s fields.Selector) bool {
+	for _, r := range s.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return false
+		}
+	}
+	return true
+}
+
+// metadataFields are the fields DefaultAttrs selects on, read from the
+// object's metadata when a selector asks for them.
+type metadataFields struct{ m metav1.Object }
+
+func (f metadataFields) Has(field string) bool {
+	switch field {
+	case "metadata.name":
+		return true
+	case "metadata.namespace":
+		return f.m.GetNamespace() != ""
+	}
+	return false
+}
+
+func (f metadataFields) Get(field string) string {
+	switch field {
+	case "metadata.name":
+		return f.m.GetName()
+	case "metadata.namespace":
+		return f.m.GetNamespace()
+	}
+	return ""
 }
 
 // DefaultAttrs selects on labels and on metadata.name and, for namespaced

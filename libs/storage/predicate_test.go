@@ -76,3 +76,83 @@ func BenchmarkMatchesLabelSelector(b *testing.B) {
 		}
 	}
 }
+
+func TestMatcher(t *testing.T) {
+	namespaced := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{"app": "web"}}, Type: corev1.SecretTypeOpaque}
+	clusterScoped := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
+	withType := func(o runtime.Object) (labels.Set, fields.Set, error) {
+		ls, fs, err := storage.DefaultAttrs(o)
+		fs["type"] = string(o.(*corev1.Secret).Type)
+		return ls, fs, err
+	}
+	failing := func(runtime.Object) (labels.Set, fields.Set, error) { return nil, nil, errors.New("attrs read") }
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		label   string
+		field   string
+		attrs   storage.AttrFunc
+		want    bool
+		wantErr bool
+	}{
+		{name: "name, without the attrs", obj: namespaced, field: "metadata.name=s", attrs: failing, want: true},
+		{name: "other name, without the attrs", obj: namespaced, field: "metadata.name=t", attrs: failing},
+		{name: "name and namespace", obj: namespaced, field: "metadata.name=s,metadata.namespace=ns", attrs: failing, want: true},
+		{name: "name not in another namespace", obj: namespaced, field: "metadata.name=s,metadata.namespace!=ns", attrs: failing},
+		{name: "labels and name", obj: namespaced, label: "app=web", field: "metadata.name=s", attrs: failing, want: true},
+		{name: "labels not matching", obj: namespaced, label: "app=db", field: "metadata.name=s", attrs: failing},
+		{name: "no namespace of a cluster-scoped object", obj: clusterScoped, field: "metadata.namespace=", want: true},
+		{name: "a cluster-scoped object is in no namespace", obj: clusterScoped, field: "metadata.namespace=ns"},
+		{name: "a field of the kind needs the attrs", obj: namespaced, field: "metadata.name=s,type=Opaque", attrs: withType, want: true},
+		{name: "a field of the kind fails with the attrs", obj: namespaced, field: "type=Opaque", attrs: failing, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := storage.SelectionPredicate{GetAttrs: tt.attrs}
+			if tt.label != "" {
+				sel, err := labels.Parse(tt.label)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Label = sel
+			}
+			sel, err := fields.ParseSelector(tt.field)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Field = sel
+			got, err := p.Matcher()(tt.obj)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("Matcher()(obj) = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+			if tt.attrs != nil && !tt.wantErr {
+				return
+			}
+			// With the default attrs, Matches must agree.
+			p.GetAttrs = nil
+			if want, err := p.Matches(tt.obj); !tt.wantErr && (err != nil || want != got) {
+				t.Errorf("Matches = %v, %v; Matcher said %v", want, err, got)
+			}
+		})
+	}
+}
+
+// BenchmarkMatcherName is the per-event cost of a watch of one object by
+// name, which every watcher of the resource evaluates on every change.
+func BenchmarkMatcherName(b *testing.B) {
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-1", Namespace: "ns", Labels: map[string]string{"app": "web"}}}
+	p := storage.SelectionPredicate{Field: fields.OneTermEqualSelector("metadata.name", "cm-1"), GetAttrs: storage.DefaultAttrs}
+	for _, bc := range []struct {
+		name  string
+		match func(runtime.Object) (bool, error)
+	}{{"Matches", p.Matches}, {"Matcher", p.Matcher()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ok, err := bc.match(obj); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}

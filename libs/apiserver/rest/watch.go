@@ -92,6 +92,8 @@ func (h *Handler) serveWatch(c echo.Context, info *requestinfo.Info, opts *metai
 		Predicate:            h.predicate(opts),
 		AllowBookmarks:       opts.AllowWatchBookmarks,
 		SendInitialEvents:    opts.SendInitialEvents,
+		// Events are encoded, never changed.
+		Shared: true,
 	})
 	if err != nil {
 		return apistatus.FromStorage(err, h.r.GroupResource(), "")

@@ -367,8 +367,9 @@ func (c *Cacher) list(prefix string, opts storage.ListOptions) *storage.ListResu
 	c.mu.RLock()
 	below, n := c.st.below(prefix)
 	matched := make([]runtime.Object, 0, n)
+	match := opts.Predicate.Matcher()
 	for e := range below {
-		if ok, err := opts.Predicate.Matches(e.obj); err == nil && ok {
+		if ok, err := match(e.obj); err == nil && ok {
 			matched = append(matched, e.obj)
 		}
 	}

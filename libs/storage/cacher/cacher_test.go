@@ -454,6 +454,40 @@ func TestSharedListsHandOutTheCachedObjects(t *testing.T) {
 	}
 }
 
+func TestSharedWatchesHandOutTheCachedObjects(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, "1"))
+	prefix := f.keys.Prefix()
+	shared := []watch.Interface{
+		f.watch(prefix, storage.WatchOptions{ResourceVersion: "0", Shared: true}),
+		f.watch(prefix, storage.WatchOptions{ResourceVersion: "0", Shared: true}),
+	}
+	private := f.watch(prefix, storage.WatchOptions{ResourceVersion: "0"})
+	for _, w := range append(shared, private) {
+		next(t, w) // the ADDED of the state
+	}
+	f.update("ns", "a", nil, "2")
+	first, again := next(t, shared[0]).Object, next(t, shared[1]).Object
+	if first != again {
+		t.Fatal("two shared watches got different objects for one change, want the one the cache keeps")
+	}
+	copied := next(t, private).Object.(*corev1.ConfigMap)
+	if copied == first.(*corev1.ConfigMap) {
+		t.Fatal("a watch that is not shared got the cached object")
+	}
+	copied.Data["v"] = "changed"
+	res, err := f.cacher.List(f.ctx, prefix, storage.ListOptions{ResourceVersion: "0", Shared: true})
+	if err != nil || len(res.Items) != 1 {
+		t.Fatalf("list: %v, %d items", err, len(res.Items))
+	}
+	if res.Items[0] != first {
+		t.Fatal("the shared watches' object is not the one the cache keeps")
+	}
+	if got := res.Items[0].(*corev1.ConfigMap).Data["v"]; got != "2" {
+		t.Fatalf("changing a watch's copy changed the cache: %q", got)
+	}
+}
+
 // A consistent get is served from memory once the cache has caught up
 // with etcd, also for a resource idle while etcd moved on, and sees a
 // write made just before it.

@@ -152,6 +152,7 @@ func pageOf(items *btree.BTreeG[entry], prefix, start string, rv int64, opts sto
 	var last string
 	var more bool
 	var err error
+	match := opts.Predicate.Matcher()
 	items.AscendGreaterOrEqual(entry{key: start}, func(e entry) bool {
 		if !strings.HasPrefix(e.key, prefix) {
 			return false
@@ -161,7 +162,7 @@ func pageOf(items *btree.BTreeG[entry], prefix, start string, rv int64, opts sto
 			return false
 		}
 		var ok bool
-		if ok, err = opts.Predicate.Matches(e.obj); err != nil {
+		if ok, err = match(e.obj); err != nil {
 			err = fmt.Errorf("match %q: %w", e.key, err)
 			return false
 		}

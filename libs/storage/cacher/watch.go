@@ -62,8 +62,9 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 	w := &watcher{
 		c:              c,
 		prefix:         prefix,
-		pred:           opts.Predicate,
+		match:          opts.Predicate.Matcher(),
 		allowBookmarks: opts.AllowBookmarks,
+		shared:         opts.Shared,
 		input:          make(chan *event, c.cfg.watcherBuffer),
 		result:         make(chan watch.Event),
 		stopped:        make(chan struct{}),
@@ -121,8 +122,10 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 type watcher struct {
 	c              *Cacher
 	prefix         string
-	pred           storage.SelectionPredicate
+	match          func(runtime.Object) (bool, error)
 	allowBookmarks bool
+	// shared sends the cached objects themselves (WatchOptions.Shared).
+	shared bool
 
 	// initial are delivered before anything from input: the state as ADDED
 	// events, or the held events being replayed.
@@ -228,7 +231,7 @@ func (w *watcher) deliver(ctx context.Context, e *event) bool {
 		return w.send(ctx, watch.Event{Type: watch.Bookmark, Object: w.bookmark(e.rv, nil)}, e.rv)
 	}
 	matches := func(obj runtime.Object) bool {
-		ok, err := w.pred.Matches(obj)
+		ok, err := w.match(obj)
 		return err == nil && ok
 	}
 	if e.typ == watch.Deleted {
@@ -239,15 +242,15 @@ func (w *watcher) deliver(ctx context.Context, e *event) bool {
 		if !matches(prev) {
 			return true
 		}
-		return w.send(ctx, watch.Event{Type: watch.Deleted, Object: e.obj.DeepCopyObject()}, e.rv)
+		return w.send(ctx, watch.Event{Type: watch.Deleted, Object: w.object(e.obj)}, e.rv)
 	}
 	now := matches(e.obj)
 	before := e.prevObj != nil && matches(e.prevObj)
 	switch {
 	case now && before:
-		return w.send(ctx, watch.Event{Type: watch.Modified, Object: e.obj.DeepCopyObject()}, e.rv)
+		return w.send(ctx, watch.Event{Type: watch.Modified, Object: w.object(e.obj)}, e.rv)
 	case now:
-		return w.send(ctx, watch.Event{Type: watch.Added, Object: e.obj.DeepCopyObject()}, e.rv)
+		return w.send(ctx, watch.Event{Type: watch.Added, Object: w.object(e.obj)}, e.rv)
 	case before:
 		// Like kube-apiserver: the last state the client selected, at the
 		// revision of the change that took it out.
@@ -258,6 +261,15 @@ func (w *watcher) deliver(ctx context.Context, e *event) bool {
 		return w.send(ctx, watch.Event{Type: watch.Deleted, Object: left}, e.rv)
 	}
 	return true
+}
+
+// object is what the client gets of a cached object: a copy of its own
+// unless the watch shares the cache's.
+func (w *watcher) object(obj runtime.Object) runtime.Object {
+	if w.shared {
+		return obj
+	}
+	return obj.DeepCopyObject()
 }
 
 func (w *watcher) send(ctx context.Context, ev watch.Event, rv int64) bool {
