@@ -159,12 +159,18 @@ type Set struct {
 	// it, by package path ("data." included).
 	vars    map[string]map[string]string
 	modules int
+	// inputRefs are the references to input the modules make; wholeInput
+	// says that some module uses input otherwise (as a value, or with a
+	// non-constant key), which may read any of it.
+	inputRefs  []ast.Ref
+	wholeInput bool
 }
 
 // compile compiles modules (by name) into one prepared query, or says what
 // is wrong with them. It does not change what is in force.
 func (e *Engine) compile(ctx context.Context, modules map[string]string) (*Set, error) {
 	opts := []func(*rego.Rego){}
+	var inputs []*ast.Module
 	packages := map[string]map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(modules)) {
 		m, err := ast.ParseModuleWithOpts(name, modules[name], ast.ParserOptions{RegoVersion: ast.RegoV1})
@@ -187,8 +193,12 @@ func (e *Engine) compile(ctx context.Context, modules map[string]string) (*Set, 
 			}
 		}
 		opts = append(opts, rego.ParsedModule(m))
+		inputs = append(inputs, m)
 	}
 	s := &Set{rules: e.rules, vars: map[string]map[string]string{}, modules: len(modules)}
+	for _, m := range inputs {
+		s.noteInputRefs(m)
+	}
 	var body []string
 	for i, pkg := range slices.Sorted(maps.Keys(packages)) {
 		for j, r := range e.rules {
@@ -230,6 +240,64 @@ func (e *Engine) wherePackages() string {
 		return "neither " + root + " nor under it"
 	}
 	return "not under " + root
+}
+
+// noteInputRefs records how m reads input. Every reference to input has
+// input as its head variable; a use of input not at the head of a
+// reference is the whole document.
+func (s *Set) noteInputRefs(m *ast.Module) {
+	refs := 0
+	ast.WalkRefs(m, func(r ast.Ref) bool {
+		if r.HasPrefix(ast.InputRootRef) {
+			refs++
+			s.inputRefs = append(s.inputRefs, r)
+		}
+		return false
+	})
+	vars := 0
+	ast.WalkVars(m, func(v ast.Var) bool {
+		if v.Equal(ast.InputRootDocument.Value) {
+			vars++
+		}
+		return false
+	})
+	if vars > refs {
+		s.wholeInput = true
+	}
+}
+
+// ReadsInput says whether some module may read input at path (keys of
+// nested objects): a reference to it, to a part of it, to a document
+// containing it, or through a key computed at evaluation.
+func (s *Set) ReadsInput(path ...string) bool {
+	if s.wholeInput {
+		return true
+	}
+	for _, r := range s.inputRefs {
+		if refMayRead(r[1:], path) {
+			return true
+		}
+	}
+	return false
+}
+
+func refMayRead(keys ast.Ref, path []string) bool {
+	for i, k := range keys {
+		if i == len(path) {
+			// A part of the document at path.
+			return true
+		}
+		str, ok := k.Value.(ast.String)
+		if !ok {
+			// A computed key may be any.
+			return true
+		}
+		if string(str) != path[i] {
+			return false
+		}
+	}
+	// The document at path or one containing it.
+	return true
 }
 
 // Empty says whether no module defines any rule read: evaluating the set

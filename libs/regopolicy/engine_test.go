@@ -180,3 +180,35 @@ kplane_test_policy_reloads_total{result="success"} 2
 		t.Error(err)
 	}
 }
+
+func TestReadsInput(t *testing.T) {
+	name := []string{"resourceAttributes", "name"}
+	cases := []struct {
+		desc   string
+		module string
+		want   bool
+	}{
+		{"the path", `deny contains "x" if input.resourceAttributes.name == "a"`, true},
+		{"another key", `deny contains "x" if input.resourceAttributes.verb == "delete"`, false},
+		{"another document", `deny contains "x" if input.namespace.labels.protected == "true"`, false},
+		{"a document containing it", `deny contains "x" if count(input.resourceAttributes) > 7`, true},
+		{"a computed key", `deny contains "x" if { some k; input.resourceAttributes[k] == "a" }`, true},
+		{"a computed key above it", `deny contains "x" if { some k; input[k].name == "a" }`, true},
+		{"input as a value", `deny contains "x" if { x := input; x.resourceAttributes.name == "a" }`, true},
+		{"input in a call", `deny contains "x" if object.get(input, ["resourceAttributes", "name"], "") == "a"`, true},
+		{"an import of a document containing it", "import input.resourceAttributes as ra\n" + `deny contains "x" if ra.name == "a"`, true},
+		{"an import of another document", "import input.namespace as ns\n" + `deny contains "x" if ns.name == "a"`, false},
+		{"no input", `deny contains "x" if false`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			e := newEngine(t)
+			if err := e.SetSource(context.Background(), "test", map[string]string{"a.rego": "package kplane.test.a\n" + c.module}); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Current().ReadsInput(name...); got != c.want {
+				t.Fatalf("ReadsInput(%v) = %v, want %v", name, got, c.want)
+			}
+		})
+	}
+}

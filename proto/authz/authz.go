@@ -24,6 +24,16 @@ const (
 	SubjectInvalidate = "kplane.authz.invalidate"
 )
 
+// AnnotationEveryName, "true" on the reply to a SubjectAccessReview of a
+// resource request that names an object, says that the decision and its
+// reason would be the same for any other name of the resource: every mode
+// asked answered without reading the name (RBAC, when no rule that could
+// apply lists resourceNames; operator policies, when none reads it). The
+// gateway then keeps one decision for all of the resource's objects
+// instead of asking again for each. Without it, the decision is for that
+// name alone.
+const AnnotationEveryName = "authz.kplane.dev/every-name"
+
 // HeaderError marks an error reply (proto/rpc).
 const HeaderError = rpc.HeaderError
 

@@ -71,10 +71,23 @@ var (
 // error; when every mode has no opinion, the reasons joined by newlines and
 // the errors joined, as kube's union authorizer does.
 func (c Chain) Authorize(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec) (Decision, string, error) {
+	d, reason, _, err := c.Decide(ctx, spec)
+	return d, reason, err
+}
+
+// Decide is Authorize, also saying whether every mode asked answered in
+// a way that holds for every name (HoldsForEveryName): then a request
+// for any other object of the resource gets the same decision and
+// reason.
+func (c Chain) Decide(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec) (Decision, string, bool, error) {
 	var reasons []string
 	var errs []error
+	everyName := true
 	for _, m := range c {
-		d, reason, err := m.Authorize(ctx, spec)
+		var scope nameScope
+		d, reason, err := m.Authorize(context.WithValue(ctx, nameScopeKey{}, &scope), spec)
+		// An error may differ for another name: it is never kept.
+		everyName = everyName && scope.everyName && err == nil
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -82,10 +95,25 @@ func (c Chain) Authorize(ctx context.Context, spec *authorizationv1.SubjectAcces
 			reasons = append(reasons, reason)
 		}
 		if d == Allow || d == Deny {
-			return d, reason, err
+			return d, reason, everyName, err
 		}
 	}
-	return NoOpinion, strings.Join(reasons, "\n"), utilerrors.NewAggregate(errs)
+	return NoOpinion, strings.Join(reasons, "\n"), everyName, utilerrors.NewAggregate(errs)
+}
+
+type nameScopeKey struct{}
+
+// nameScope is where a mode says that its answer holds for every name.
+type nameScope struct{ everyName bool }
+
+// HoldsForEveryName tells the chain asking through ctx that the calling
+// mode's answer to this request would be the same, reason included, for
+// any other name of the resource. A mode that does not say so may answer
+// otherwise for another name.
+func HoldsForEveryName(ctx context.Context) {
+	if s, ok := ctx.Value(nameScopeKey{}).(*nameScope); ok {
+		s.everyName = true
+	}
 }
 
 // RulesFor concatenates the rules of every mode in order, incomplete when
@@ -121,7 +149,8 @@ func AlwaysDeny() Mode {
 }
 
 // Authorize returns the constant decision, with kube's reason for a deny.
-func (c Constant) Authorize(context.Context, *authorizationv1.SubjectAccessReviewSpec) (Decision, string, error) {
+func (c Constant) Authorize(ctx context.Context, _ *authorizationv1.SubjectAccessReviewSpec) (Decision, string, error) {
+	HoldsForEveryName(ctx)
 	if Decision(c) == Deny {
 		return Deny, "Everything is forbidden.", nil
 	}

@@ -23,11 +23,14 @@ type rbacMode struct {
 }
 
 func (m rbacMode) Authorize(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec) (Decision, string, error) {
-	d, reason, err := m.a.Authorize(ctx, rbac.AttributesFromSpec(*spec))
-	if d == rbac.DecisionAllow {
-		return Allow, reason, err
+	r, err := m.a.Decide(ctx, rbac.AttributesFromSpec(*spec))
+	if r.EveryName {
+		HoldsForEveryName(ctx)
 	}
-	return NoOpinion, reason, err
+	if r.Decision == rbac.DecisionAllow {
+		return Allow, r.Reason, err
+	}
+	return NoOpinion, r.Reason, err
 }
 
 // RulesFor splits each rule as kube's RBACAuthorizer.RulesFor does: a rule

@@ -104,6 +104,9 @@ func (a *Authorizer) SetSource(ctx context.Context, source string, modules map[s
 // messages as the reason; otherwise an allow that is true allows.
 func (a *Authorizer) Authorize(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec) (authorizer.Decision, string, error) {
 	set := a.engine.Current()
+	if !readsName(set, spec) {
+		authorizer.HoldsForEveryName(ctx)
+	}
 	if set.Empty() {
 		return authorizer.NoOpinion, "", nil
 	}
@@ -124,6 +127,20 @@ func (a *Authorizer) Authorize(ctx context.Context, spec *authorizationv1.Subjec
 		return authorizer.Allow, "Rego: allowed by " + strings.Join(pkgs, ", "), nil
 	}
 	return authorizer.NoOpinion, "", nil
+}
+
+// readsName says whether the policies in force may read the name a
+// resource request carries: in its resourceAttributes, or as the
+// namespace it targets, which for a namespace is the one it names.
+func readsName(set *regopolicy.Set, spec *authorizationv1.SubjectAccessReviewSpec) bool {
+	if set.Empty() {
+		return false
+	}
+	if set.ReadsInput("resourceAttributes", "name") {
+		return true
+	}
+	ra := spec.ResourceAttributes
+	return ra != nil && ra.Group == "" && ra.Resource == "namespaces" && set.ReadsInput("namespace")
 }
 
 // RulesFor lists no rules: policies are not rules. The list is incomplete

@@ -94,8 +94,24 @@ func NewAuthorizer(ctx context.Context, index *Index) (*Authorizer, error) {
 	return &Authorizer{index: index, query: query}, nil
 }
 
+// Result is a decision with what it holds for.
+type Result struct {
+	Decision Decision
+	Reason   string
+	// EveryName says that a resource request would get the same decision
+	// and reason whatever object it named.
+	EveryName bool
+}
+
 // Authorize decides one request.
 func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision, string, error) {
+	r, err := a.Decide(ctx, attrs)
+	return r.Decision, r.Reason, err
+}
+
+// Decide decides one request and says whether the decision holds for
+// every name.
+func (a *Authorizer) Decide(ctx context.Context, attrs Attributes) (Result, error) {
 	groups := make([]*ast.Term, len(attrs.Groups))
 	for i, g := range attrs.Groups {
 		groups[i] = ast.StringTerm(g)
@@ -115,19 +131,21 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs Attributes) (Decision,
 	)
 	rs, err := a.query.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {
-		return DecisionNoOpinion, "", fmt.Errorf("evaluate the RBAC policy: %w", err)
+		return Result{}, fmt.Errorf("evaluate the RBAC policy: %w", err)
 	}
 	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return DecisionNoOpinion, "", fmt.Errorf("evaluate the RBAC policy: %d results, want 1", len(rs))
+		return Result{}, fmt.Errorf("evaluate the RBAC policy: %d results, want 1", len(rs))
 	}
 	result, ok := rs[0].Expressions[0].Value.(map[string]any)
 	if !ok {
-		return DecisionNoOpinion, "", fmt.Errorf("evaluate the RBAC policy: result is %T, want an object", rs[0].Expressions[0].Value)
+		return Result{}, fmt.Errorf("evaluate the RBAC policy: result is %T, want an object", rs[0].Expressions[0].Value)
 	}
 	allowed, _ := result["allowed"].(bool)
-	reason, _ := result["reason"].(string)
+	r := Result{Decision: DecisionNoOpinion}
+	r.Reason, _ = result["reason"].(string)
+	r.EveryName, _ = result["everyName"].(bool)
 	if allowed {
-		return DecisionAllow, reason, nil
+		r.Decision = DecisionAllow
 	}
-	return DecisionNoOpinion, reason, nil
+	return r, nil
 }

@@ -9,7 +9,7 @@
 # semantic check is made here.
 package kplane.rbac
 
-result := {"allowed": allowed, "reason": reason}
+result := {"allowed": allowed, "reason": reason, "everyName": every_name}
 
 default allowed := false
 
@@ -79,6 +79,28 @@ binding_name(g) := concat("/", [g.name, g.namespace]) if g.kind == "RoleBinding"
 describe_subject(g, s) := sprintf("%s %q", [s.kind, concat("/", [s.name, subject_namespace(g, s)])]) if s.kind == "ServiceAccount"
 
 describe_subject(_, s) := sprintf("%s %q", [s.kind, s.name]) if s.kind != "ServiceAccount"
+
+# Whether the decision and its reason hold for every name of the resource:
+# no rule of the grants that apply lists resourceNames for the request's
+# verb and resource. The gateway then keeps one decision for all names
+# instead of asking again for each object.
+default every_name := false
+
+every_name if {
+	input.resourceRequest
+	not names_matter
+}
+
+names_matter if {
+	some g in input.grants
+	in_scope(g)
+	applies(g)
+	some r in g.rules
+	count(r.resourceNames) > 0
+	verb_matches(r)
+	api_group_matches(r)
+	resource_matches(r)
+}
 
 rule_allows(r) if {
 	input.resourceRequest

@@ -137,3 +137,42 @@ func TestRandomAgreesWithReference(t *testing.T) {
 		t.Fatalf("%d of %d random requests allowed: the generator no longer exercises both outcomes", allowed, total)
 	}
 }
+
+// TestEveryNameHoldsForEveryName checks, on seeded random worlds, that a
+// decision said to hold for every name is the one every name gets, and
+// that both answers are common.
+func TestEveryNameHoldsForEveryName(t *testing.T) {
+	const worlds, requestsPerWorld = 50, 100
+	r := rand.New(rand.NewPCG(7, 2026))
+	every, named := 0, 0
+	for wi := range worlds {
+		w := randWorld(r)
+		a := newTestAuthorizer(t, w)
+		for range requestsPerWorld {
+			attrs := randAttributes(r)
+			if !attrs.ResourceRequest || attrs.Name == "" {
+				continue
+			}
+			named++
+			got, err := a.Decide(context.Background(), attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.EveryName {
+				continue
+			}
+			every++
+			for _, name := range append(randNames[1:], "other") {
+				other := attrs
+				other.Name = name
+				decision, reason := referenceAuthorize(w, other)
+				if decision != got.Decision || reason != got.Reason {
+					t.Fatalf("world %d, %+v: said to hold for every name (%v %q), but %q gets %v %q", wi, attrs, got.Decision, got.Reason, name, decision, reason)
+				}
+			}
+		}
+	}
+	if every < 50 || named-every < 50 {
+		t.Fatalf("%d of %d named requests hold for every name: the generator no longer exercises both answers", every, named)
+	}
+}

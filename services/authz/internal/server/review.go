@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/frontproxy"
@@ -93,17 +94,18 @@ func newReviewer(chain authorizer.Chain, reg prometheus.Registerer) (*reviewer, 
 }
 
 // decide fills in review's status as kube's SubjectAccessReview REST
-// storage does, after kube's validation of the spec.
-func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAccessReview) error {
+// storage does, after kube's validation of the spec, and says whether the
+// decision holds for every name of the resource (authz.AnnotationEveryName).
+func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAccessReview) (bool, error) {
 	spec := &review.Spec
 	if (spec.ResourceAttributes == nil) == (spec.NonResourceAttributes == nil) {
-		return apierrors.NewBadRequest("spec: exactly one of nonResourceAttributes or resourceAttributes must be specified")
+		return false, apierrors.NewBadRequest("spec: exactly one of nonResourceAttributes or resourceAttributes must be specified")
 	}
 	if spec.User == "" && len(spec.Groups) == 0 {
-		return apierrors.NewBadRequest("spec.user: at least one of user or group must be specified")
+		return false, apierrors.NewBadRequest("spec.user: at least one of user or group must be specified")
 	}
 	start := time.Now()
-	d, reason, err := r.chain.Authorize(ctx, spec)
+	d, reason, everyName, err := r.chain.Decide(ctx, spec)
 	r.duration.Observe(time.Since(start).Seconds())
 	r.decisions.WithLabelValues(d.String()).Inc()
 	review.Status = authorizationv1.SubjectAccessReviewStatus{
@@ -117,7 +119,7 @@ func (r *reviewer) decide(ctx context.Context, review *authorizationv1.SubjectAc
 	}
 	review.APIVersion = authorizationv1.SchemeGroupVersion.String()
 	review.Kind = "SubjectAccessReview"
-	return nil
+	return everyName && spec.ResourceAttributes != nil && spec.ResourceAttributes.Name != "", nil
 }
 
 // accessReview answers proto/authz.SubjectAccessReview.
@@ -128,8 +130,12 @@ func (r *reviewer) accessReview(ctx context.Context, payload []byte) ([]byte, er
 	if err := json.Unmarshal(payload, &review); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode SubjectAccessReview: %v", err))
 	}
-	if err := r.decide(ctx, &review); err != nil {
+	everyName, err := r.decide(ctx, &review)
+	if err != nil {
 		return nil, err
+	}
+	if everyName {
+		metav1.SetMetaDataAnnotation(&review.ObjectMeta, authz.AnnotationEveryName, "true")
 	}
 	return json.Marshal(&review)
 }
@@ -189,7 +195,9 @@ func (s *Server) serveWebhook(c echo.Context) error {
 	}
 	s.reviews.inflight.add(1)
 	defer s.reviews.inflight.add(-1)
-	if err := s.reviews.decide(req.Context(), &review); err != nil {
+	// A webhook's caller has no use for the name scope: kube's webhook
+	// authorizer caches by the whole spec.
+	if _, err := s.reviews.decide(req.Context(), &review); err != nil {
 		return apistatus.Write(c, err)
 	}
 	return c.JSON(http.StatusOK, &review)

@@ -557,3 +557,56 @@ func TestNoAnswersBeforeSync(t *testing.T) {
 		t.Fatalf("review before the informers synced: %v (status %+v), want 503: no replica answers", err, out.Status)
 	}
 }
+
+func TestEveryNameOverNATS(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	o := e.options()
+	o.PolicyDir = dir
+	start(t, o)
+	c := e.api.Client
+	grantClusterRole(t, c, "pod-reader", []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}, alice)
+	grantClusterRole(t, c, "p-deleter", []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"p"}}}, alice)
+	everyName := func(sar *authorizationv1.SubjectAccessReview) (bool, error) {
+		var out authorizationv1.SubjectAccessReview
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := natsrpc.RequestJSON(ctx, e.conn(t), authz.SubjectAccessReview, sar, &out); err != nil {
+			return false, err
+		}
+		return out.Annotations[authz.AnnotationEveryName] == "true", nil
+	}
+	expect := func(what string, sar *authorizationv1.SubjectAccessReview, want bool) {
+		t.Helper()
+		eventually(t, what, func() error {
+			got, err := everyName(sar)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				return fmt.Errorf("every name = %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	getPod := resourceSAR("alice", nil, "get", "", "pods", "ns", "p")
+	expect("a rule without names", getPod, true)
+	expect("a rule with names", resourceSAR("alice", nil, "delete", "", "pods", "ns", "p"), false)
+	expect("another name under a rule with names", resourceSAR("alice", nil, "delete", "", "pods", "ns", "q"), false)
+	expect("no rule at all", resourceSAR("alice", nil, "update", "", "pods", "ns", "p"), true)
+	expect("a request without a name", resourceSAR("alice", nil, "list", "", "pods", "ns", ""), false)
+
+	write := func(name, module string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(module), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("secrets.rego", "package kplane.authz.secrets\ndeny contains \"no secrets\" if input.resourceAttributes.resource == \"secrets\"\n")
+	expect("a policy that does not read the name", resourceSAR("alice", nil, "get", "", "secrets", "ns", "s"), true)
+	write("names.rego", "package kplane.authz.names\ndeny contains \"not that one\" if input.resourceAttributes.name == \"secret-one\"\n")
+	expect("a policy that reads the name", getPod, false)
+	write("names.rego", "package kplane.authz.names\ndeny contains \"not that namespace\" if input.namespace.labels.frozen == \"true\"\n")
+	expect("a policy that reads the target namespace", resourceSAR("alice", nil, "get", "", "namespaces", "", "prod"), false)
+	expect("a policy that reads the request's namespace", getPod, true)
+}

@@ -41,6 +41,11 @@ const (
 	cacheSize = 10000
 )
 
+// everyNamePrefix sets the keys of decisions for every name of a resource
+// apart from those of requests that name no object (a list, a create),
+// which RBAC decides differently.
+const everyNamePrefix = "every-name:"
+
 // Attributes are what a decision is asked about: kube's authorizer
 // attributes.
 type Attributes struct {
@@ -201,7 +206,23 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 		return Decision{}, false, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
 	}
 	key := string(spec)
+	// A decision authz says holds for every name is kept once for the
+	// resource: deleting a thousand objects asks authz once, not a
+	// thousand times.
+	var everyNameKey string
+	if attrs.ResourceRequest && attrs.Name != "" {
+		unnamed := review.Spec.DeepCopy()
+		unnamed.ResourceAttributes.Name = ""
+		b, err := json.Marshal(unnamed)
+		if err != nil {
+			return Decision{}, false, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
+		}
+		everyNameKey = everyNamePrefix + string(b)
+	}
 	v, ok := a.decisions.Get(key)
+	if !ok && everyNameKey != "" {
+		v, ok = a.decisions.Get(everyNameKey)
+	}
 	a.opts.CacheMetrics.Lookup(ok)
 	if ok {
 		return v.(Decision), true, nil
@@ -222,6 +243,9 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 	// A decision made before an invalidation may be stale: used, not
 	// kept.
 	if a.generation.Load() == generation {
+		if everyNameKey != "" && out.Annotations[protoauthz.AnnotationEveryName] == "true" {
+			key = everyNameKey
+		}
 		a.decisions.Add(key, d, ttl)
 	}
 	return d, false, nil

@@ -29,6 +29,8 @@ type responder struct {
 	count atomic.Int64
 	last  atomic.Pointer[authorizationv1.SubjectAccessReviewSpec]
 	allow atomic.Bool
+	// everyName answers a named request as holding for every name.
+	everyName atomic.Bool
 }
 
 func startResponder(t *testing.T, nc *nats.Conn) *responder {
@@ -45,6 +47,9 @@ func startResponder(t *testing.T, nc *nats.Conn) *responder {
 			sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
 		} else {
 			sar.Status = authorizationv1.SubjectAccessReviewStatus{Reason: "no RBAC policy matched"}
+		}
+		if ra := sar.Spec.ResourceAttributes; r.everyName.Load() && ra != nil && ra.Name != "" {
+			sar.Annotations = map[string]string{protoauthz.AnnotationEveryName: "true"}
 		}
 		return json.Marshal(sar)
 	})
@@ -222,5 +227,55 @@ func TestForbidden(t *testing.T) {
 				t.Errorf("body\n%s\nwant\n%s", body, tt.want)
 			}
 		})
+	}
+}
+
+func TestDecisionForEveryName(t *testing.T) {
+	srv := natstest.Start(t)
+	r := startResponder(t, srv.Connect(t))
+	a := newAuthorizer(t, srv.Connect(t), authz.Options{})
+	ctx := context.Background()
+	deleteConfigMap := func(name string) authz.Attributes {
+		return authz.Attributes{User: bob, Verb: "delete", ResourceRequest: true, Namespace: "y", APIVersion: "v1", Resource: "configmaps", Name: name}
+	}
+	authorize := func(attrs authz.Attributes) {
+		t.Helper()
+		if d, err := a.Authorize(ctx, attrs); err != nil || !d.Allowed {
+			t.Fatalf("%s %s: %+v %v, want allowed", attrs.Verb, attrs.Name, d, err)
+		}
+	}
+	r.allow.Store(true)
+
+	authorize(deleteConfigMap("a"))
+	authorize(deleteConfigMap("b"))
+	if n := r.count.Load(); n != 2 {
+		t.Fatalf("%d reviews for two names authz did not say hold for every name, want 2", n)
+	}
+
+	r.everyName.Store(true)
+	authorize(deleteConfigMap("c"))
+	for _, name := range []string{"d", "e", "f"} {
+		authorize(deleteConfigMap(name))
+	}
+	if n := r.count.Load(); n != 3 {
+		t.Fatalf("%d reviews, want 3: names after one decision for every name must not be reviewed", n)
+	}
+
+	// The decision for every name is not one for the requests that name
+	// no object, which RBAC decides apart.
+	deleteCollection := deleteConfigMap("")
+	deleteCollection.Verb = "deletecollection"
+	authorize(deleteCollection)
+	unnamedDelete := deleteConfigMap("")
+	authorize(unnamedDelete)
+	if n := r.count.Load(); n != 5 {
+		t.Fatalf("%d reviews, want 5: requests without a name were answered from a decision for every name", n)
+	}
+
+	// An invalidation drops it.
+	a.Flush()
+	authorize(deleteConfigMap("g"))
+	if n := r.count.Load(); n != 6 {
+		t.Fatalf("%d reviews, want 6 after a flush", n)
 	}
 }
