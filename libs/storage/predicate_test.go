@@ -13,14 +13,41 @@ import (
 	"kplane.dev/libs/storage"
 )
 
+// withType selects on a Secret's type besides the default fields.
+func withType(o runtime.Object) (labels.Set, fields.Set, error) {
+	ls, fs, err := storage.DefaultAttrs(o)
+	fs["type"] = string(o.(*corev1.Secret).Type)
+	return ls, fs, err
+}
+
+// failing is an AttrFunc that must not be needed.
+func failing(runtime.Object) (labels.Set, fields.Set, error) {
+	return nil, nil, errors.New("attrs read")
+}
+
+// predicate selects by label and field, each parsed unless empty.
+func predicate(t *testing.T, label, field string, attrs storage.AttrFunc) storage.SelectionPredicate {
+	t.Helper()
+	p := storage.SelectionPredicate{GetAttrs: attrs}
+	if label != "" {
+		sel, err := labels.Parse(label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Label = sel
+	}
+	if field != "" {
+		sel, err := fields.ParseSelector(field)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Field = sel
+	}
+	return p
+}
+
 func TestMatches(t *testing.T) {
 	obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{"app": "web"}}, Type: corev1.SecretTypeOpaque}
-	withType := func(o runtime.Object) (labels.Set, fields.Set, error) {
-		ls, fs, err := storage.DefaultAttrs(o)
-		fs["type"] = string(o.(*corev1.Secret).Type)
-		return ls, fs, err
-	}
-	failing := func(runtime.Object) (labels.Set, fields.Set, error) { return nil, nil, errors.New("attrs read") }
 	tests := []struct {
 		name    string
 		label   string
@@ -41,22 +68,7 @@ func TestMatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := storage.SelectionPredicate{GetAttrs: tt.attrs}
-			if tt.label != "" {
-				sel, err := labels.Parse(tt.label)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Label = sel
-			}
-			if tt.field != "" {
-				sel, err := fields.ParseSelector(tt.field)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Field = sel
-			}
-			got, err := p.Matches(obj)
+			got, err := predicate(t, tt.label, tt.field, tt.attrs).Matches(obj)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("Matches = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
 			}
@@ -80,12 +92,6 @@ func BenchmarkMatchesLabelSelector(b *testing.B) {
 func TestMatcher(t *testing.T) {
 	namespaced := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{"app": "web"}}, Type: corev1.SecretTypeOpaque}
 	clusterScoped := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
-	withType := func(o runtime.Object) (labels.Set, fields.Set, error) {
-		ls, fs, err := storage.DefaultAttrs(o)
-		fs["type"] = string(o.(*corev1.Secret).Type)
-		return ls, fs, err
-	}
-	failing := func(runtime.Object) (labels.Set, fields.Set, error) { return nil, nil, errors.New("attrs read") }
 	tests := []struct {
 		name    string
 		obj     runtime.Object
@@ -108,19 +114,7 @@ func TestMatcher(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := storage.SelectionPredicate{GetAttrs: tt.attrs}
-			if tt.label != "" {
-				sel, err := labels.Parse(tt.label)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Label = sel
-			}
-			sel, err := fields.ParseSelector(tt.field)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Field = sel
+			p := predicate(t, tt.label, tt.field, tt.attrs)
 			got, err := p.Matcher()(tt.obj)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("Matcher()(obj) = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
