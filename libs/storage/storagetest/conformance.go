@@ -433,10 +433,15 @@ func testGuaranteedUpdateNoOp(e *env) {
 
 func testUpdatePreconditions(e *env) {
 	created := e.create("ns", "a", nil, "v1")
+	// A revision the object never had: a cache that has not yet seen the
+	// UID set may start the update from the created state, and a
+	// precondition on that state's revision would pass there first (the
+	// write then fails and is retried from etcd, as kube's store does).
+	staleRV := strconv.FormatInt(rvOf(e.t, created)-1, 10)
 	uid := types.UID("uid-1")
 	created = e.setUID("ns", "a", uid)
 	rv := accessor(e.t, created).GetResourceVersion()
-	otherUID, staleRV := types.UID("uid-2"), strconv.FormatInt(rvOf(e.t, created)-1, 10)
+	otherUID := types.UID("uid-2")
 	cases := []struct {
 		name string
 		pre  storage.Preconditions
