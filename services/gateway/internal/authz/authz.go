@@ -211,8 +211,9 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 	// thousand times.
 	var everyNameKey string
 	if attrs.ResourceRequest && attrs.Name != "" {
-		unnamed := review.Spec.DeepCopy()
-		unnamed.ResourceAttributes.Name = ""
+		unnamed, ra := review.Spec, *review.Spec.ResourceAttributes
+		ra.Name = ""
+		unnamed.ResourceAttributes = &ra
 		b, err := json.Marshal(unnamed)
 		if err != nil {
 			return Decision{}, false, apierrors.NewInternalError(fmt.Errorf("encode access review: %w", err))
