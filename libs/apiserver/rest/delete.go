@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"kplane.dev/libs/apiserver/apistatus"
@@ -113,14 +114,18 @@ func deleteOptions(c echo.Context) (*metav1.DeleteOptions, error) {
 			if _, _, err := protobuf.NewSerializer(empty, empty).Decode(body, nil, opts); err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
-		default:
-			if !format.YAML {
-				var tm metav1.TypeMeta
-				if err := json.Unmarshal(body, &tm); err != nil {
-					return nil, apierrors.NewBadRequest(fmt.Sprintf("couldn't get version/kind; json parse error: %v", err))
-				}
-			}
+		case format.YAML:
 			if err := yaml.Unmarshal(body, opts); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		default:
+			var tm metav1.TypeMeta
+			if err := json.Unmarshal(body, &tm); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("couldn't get version/kind; json parse error: %v", err))
+			}
+			// Kube's JSON serializer: keys match their case exactly, and
+			// no YAML parser runs, which cost a delete 4% of core's CPU.
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(body, opts); err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
 		}

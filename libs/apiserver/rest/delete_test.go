@@ -111,6 +111,25 @@ func TestDelete(t *testing.T) {
 		wantStatus(t, f.do(t, http.MethodDelete, cms+"/o?propagationPolicy=Sometimes", "", ""), 422, metav1.StatusReasonInvalid,
 			`DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sometimes": supported values: "Foreground", "Background", "Orphan", "nil"`)
 	})
+	t.Run("options in the body are read as kube's serializers read them", func(t *testing.T) {
+		// JSON keys match their case exactly, as kube's JSON serializer
+		// reads them: a misspelt key is unknown and ignored, so the
+		// object goes at once instead of waiting for the orphan
+		// finalizer.
+		f.create(t, cms, `{"metadata":{"name":"case"}}`)
+		if r := f.do(t, http.MethodDelete, cms+"/case", "", `{"PropagationPolicy":"Orphan"}`); r.code != http.StatusOK || f.stored(t, "configmaps", "ns", "case") != nil {
+			t.Fatalf("code %d, stored %v", r.code, f.stored(t, "configmaps", "ns", "case"))
+		}
+		f.create(t, cms, `{"metadata":{"name":"yaml"}}`)
+		r := f.do(t, http.MethodDelete, cms+"/yaml", "application/yaml", "kind: DeleteOptions\napiVersion: v1\npropagationPolicy: Orphan\n")
+		if fs := r.meta(t).GetFinalizers(); r.code != http.StatusOK || len(fs) != 1 || fs[0] != "orphan" {
+			t.Fatalf("YAML options: code %d finalizers %v", r.code, fs)
+		}
+		wantStatus(t, f.do(t, http.MethodDelete, cms+"/yaml", "", `{"gracePeriodSeconds":"soon"}`), 400, metav1.StatusReasonBadRequest,
+			`json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64`)
+		wantStatus(t, f.do(t, http.MethodDelete, cms+"/yaml", "", `{"kind":`), 400, metav1.StatusReasonBadRequest,
+			`couldn't get version/kind; json parse error: unexpected end of JSON input`)
+	})
 	t.Run("dry run keeps the object", func(t *testing.T) {
 		f.create(t, cms, `{"metadata":{"name":"dry"}}`)
 		if r := f.do(t, http.MethodDelete, cms+"/dry?dryRun=All", "", ""); r.code != http.StatusOK || f.stored(t, "configmaps", "ns", "dry") == nil {
