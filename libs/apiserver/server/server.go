@@ -295,7 +295,19 @@ func (s *Server) readBody(c echo.Context) error {
 	if req.ContentLength > limit {
 		return tooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	var (
+		data []byte
+		err  error
+	)
+	if req.ContentLength > 0 {
+		// The length is known (and within the limit): one buffer of
+		// it, where ReadAll grows one from 512 bytes, copying as it
+		// goes, and ends with room to spare.
+		data = make([]byte, req.ContentLength)
+		_, err = io.ReadFull(req.Body, data)
+	} else {
+		data, err = io.ReadAll(io.LimitReader(req.Body, limit+1))
+	}
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
 	}

@@ -225,7 +225,9 @@ func (rec *record) complete(r *http.Request) {
 // object, as kube's LogRequestObject does, and records the object at
 // level Request and above.
 func (rec *record) recordRequest(contentType string) {
-	raw := rec.request.json(contentType)
+	// Below level Request only the metadata is read, which needs no
+	// compact copy of the body.
+	raw := rec.request.json(contentType, atLeast(rec.decision.Level, auditv1.LevelRequest))
 	if raw == nil {
 		return
 	}
@@ -250,7 +252,7 @@ func (rec *record) recordRequest(contentType string) {
 // kube's LogResponseObject does, and records the object at level
 // RequestResponse.
 func (rec *record) recordResponse() {
-	raw := rec.response.json(rec.contentType)
+	raw := rec.response.json(rec.contentType, rec.decision.Level == auditv1.LevelRequestResponse)
 	if raw == nil {
 		return
 	}
@@ -325,10 +327,12 @@ func (c *capture) write(p []byte) {
 	c.buf.Write(p)
 }
 
-// json is the captured body as compact JSON, or nil when it was cut
-// short, empty, or in a form not read here (protobuf of a type the
-// gateway does not know: an aggregated API server's).
-func (c *capture) json(contentType string) []byte {
+// json is the captured body as JSON, compact when compact is set (as
+// recorded), or nil when it was cut short, empty, or in a form not read
+// here (protobuf of a type the gateway does not know: an aggregated API
+// server's). A body that is not compacted may be invalid JSON, which its
+// reader finds.
+func (c *capture) json(contentType string, compact bool) []byte {
 	if c.truncated || c.buf.Len() == 0 {
 		return nil
 	}
@@ -339,6 +343,9 @@ func (c *capture) json(contentType string) []byte {
 	var raw []byte
 	switch mt {
 	case "application/json", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
+		if !compact {
+			return c.buf.Bytes()
+		}
 		var b bytes.Buffer
 		if json.Compact(&b, c.buf.Bytes()) != nil {
 			return nil
