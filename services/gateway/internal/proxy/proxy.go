@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,21 +32,10 @@ func Forward(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *fr
 // is a sequence of events, so a clean end loses nothing: an event cut in
 // the middle is one the client never decodes and gets again.
 func ForwardWatch(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, u *frontproxy.User, log *slog.Logger) {
-	r = r.WithContext(context.WithValue(r.Context(), streamKey{}, true))
 	forward(w, r, rt, u, log, -1, func(resp *http.Response) error {
 		resp.Body = &endingBody{ReadCloser: resp.Body, r: r, log: log}
 		return nil
 	})
-}
-
-// streamKey marks the context of a watch, which a Transport carries over
-// HTTP/2 (WithHTTP1).
-type streamKey struct{}
-
-// isStream reports whether ctx is a watch's (ForwardWatch).
-func isStream(ctx context.Context) bool {
-	s, _ := ctx.Value(streamKey{}).(bool)
-	return s
 }
 
 // endingBody ends a backend's answer at its first read error, which it

@@ -37,8 +37,6 @@ type Transport struct {
 	targets []target
 	lookup  func(ctx context.Context, host string) ([]string, error)
 	every   time.Duration
-	// http1 sends what is not a stream over HTTP/1.1 (WithHTTP1).
-	http1 bool
 
 	endpoints atomic.Pointer[[]endpoint]
 	// resolvedAt is when endpoints were last resolved (unix nanoseconds);
@@ -55,20 +53,10 @@ type Transport struct {
 
 // target is one replica URL and the connections to what its host
 // resolves to: certificates are checked against the name, not the
-// addresses. base carries streams, and every request when short is nil;
-// short carries the rest over HTTP/1.1 (WithHTTP1).
+// addresses.
 type target struct {
-	url   *url.URL
-	base  *http.Transport
-	short *http.Transport
-}
-
-// transport is what carries r to the target.
-func (tg target) transport(r *http.Request) *http.Transport {
-	if tg.short == nil || isStream(r.Context()) {
-		return tg.base
-	}
-	return tg.short
+	url  *url.URL
+	base *http.Transport
 }
 
 // endpoint is one address a target resolved to.
@@ -107,37 +95,6 @@ func WithTracing(tp *tracing.Provider, backend string) Option {
 	}
 }
 
-// WithHTTP1 sends every request but watches over HTTP/1.1, on a pool of
-// kept-alive connections to each replica, and keeps watches on one
-// multiplexed HTTP/2 connection. Go's HTTP/2 hands each request between
-// four goroutines on either side and writes its headers and body as two
-// records; over HTTP/1.1 the connection's own goroutine reads, serves and
-// writes. Side by side with a gateway on HTTP/2 alone, creates, deletes
-// and gets went 6 to 8% faster. Watches gain nothing from it: HTTP/2
-// writes the events of many watches in one record, which a connection per
-// watch cannot, so the CPU per event that core saved the gateway spent,
-// and each watch would hold a connection of about 100 KiB.
-//
-// HTTP/1.1 has no pings to find a replica that went silent, so its
-// connections probe with TCP keepalives after idleProbe and, on Linux,
-// give up on data a silent peer leaves unacknowledged for userTimeout
-// (TCP_USER_TIMEOUT): a request in flight to a replica cut off the
-// network fails within about as long as HTTP/2's pings take.
-func WithHTTP1() Option { return func(t *Transport) { t.http1 = true } }
-
-// The dead-peer bounds of the HTTP/1.1 connections (WithHTTP1), near
-// HTTP/2's ping interval and timeout.
-const (
-	idleProbe   = 10 * time.Second
-	userTimeout = 15 * time.Second
-)
-
-// http1IdleTimeout closes an idle HTTP/1.1 connection before the
-// replica's server does (libs/serving: 90 s), so that a request is never
-// sent on a connection the server is closing: a request with a body
-// could not be sent again.
-const http1IdleTimeout = 60 * time.Second
-
 // roundTripper is a function as an http.RoundTripper.
 type roundTripper func(*http.Request) (*http.Response, error)
 
@@ -160,13 +117,7 @@ func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*
 		}
 		cfg := tlsConfig.Clone()
 		cfg.ServerName = u.Hostname()
-		if cfg.ClientSessionCache == nil {
-			// New connections resume a session instead of a full
-			// handshake: the HTTP/1.1 pool opens one per concurrent
-			// request.
-			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
-		}
-		tg := target{url: u, base: &http.Transport{
+		t.targets = append(t.targets, target{url: u, base: &http.Transport{
 			Proxy: nil,
 			DialContext: (&net.Dialer{
 				Timeout:   10 * time.Second,
@@ -183,32 +134,9 @@ func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*
 			// requests on it fail and are retried elsewhere instead of
 			// hanging until TCP gives up minutes later.
 			HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
-		}}
-		if t.http1 {
-			tg.short = http1Transport(tg.base)
-		}
-		t.targets = append(t.targets, tg)
+		}})
 	}
 	return t, nil
-}
-
-// http1Transport is base speaking HTTP/1.1 only, with its connections'
-// dead-peer bounds (WithHTTP1).
-func http1Transport(base *http.Transport) *http.Transport {
-	h1 := base.Clone()
-	h1.ForceAttemptHTTP2 = false
-	// A non-nil empty map turns HTTP/2 off; the handshake offers only
-	// HTTP/1.1, so the server does not pick HTTP/2 either.
-	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	h1.HTTP2 = nil
-	h1.IdleConnTimeout = http1IdleTimeout
-	h1.DialContext = (&net.Dialer{
-		Timeout:         10 * time.Second,
-		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idleProbe, Interval: idleProbe / 2, Count: 2},
-		Control:         setUserTimeout,
-	}).DialContext
-	return h1
 }
 
 // URL is the first replica's URL, a base for requests through t.
@@ -331,7 +259,7 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		if body != nil {
 			out.Body = body
 		}
-		resp, err := tg.transport(r).RoundTrip(out)
+		resp, err := tg.base.RoundTrip(out)
 		if err == nil {
 			return resp, nil
 		}
@@ -390,9 +318,6 @@ func notSent(err error) bool {
 func (t *Transport) CloseIdleConnections() {
 	for _, tg := range t.targets {
 		tg.base.CloseIdleConnections()
-		if tg.short != nil {
-			tg.short.CloseIdleConnections()
-		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"kplane.dev/libs/apiserver/frontproxy"
 	"kplane.dev/services/gateway/internal/proxy"
 )
 
@@ -215,83 +213,5 @@ func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
 			t.Fatal("an unreachable replica did not make the name be resolved again")
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// WithHTTP1 sends requests over a pool of HTTP/1.1 connections, each kept
-// and reused, and watches over HTTP/2, even to a replica that speaks
-// both; without it every request rides HTTP/2.
-func TestHTTP1ForRequestsHTTP2ForWatches(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		protos []string
-		conns  int
-	)
-	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		protos = append(protos, r.URL.Query().Get("watch")+" "+r.Proto)
-		mu.Unlock()
-		_, _ = io.WriteString(w, "ok")
-	}))
-	backend.EnableHTTP2 = true
-	backend.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			mu.Lock()
-			conns++
-			mu.Unlock()
-		}
-	}
-	backend.StartTLS()
-	defer backend.Close()
-	u, err := url.Parse(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsConfig := backend.Client().Transport.(*http.Transport).TLSClientConfig
-	for _, tc := range []struct {
-		name             string
-		opts             []proxy.Option
-		request, watches string
-	}{
-		{name: "WithHTTP1", opts: []proxy.Option{proxy.WithHTTP1()}, request: "HTTP/1.1", watches: "HTTP/2.0"},
-		{name: "default", request: "HTTP/2.0", watches: "HTTP/2.0"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mu.Lock()
-			protos, conns = nil, 0
-			mu.Unlock()
-			tr, err := proxy.NewTransport([]*url.URL{u}, tlsConfig, tc.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.CloseIdleConnections()
-			for _, path := range []string{"/api/v1/configmaps", "/api/v1/configmaps", "/api/v1/configmaps?watch=true", "/api/v1/configmaps"} {
-				r := httptest.NewRequest(http.MethodGet, path, nil)
-				w := httptest.NewRecorder()
-				forward := proxy.Forward
-				if strings.Contains(path, "watch") {
-					forward = proxy.ForwardWatch
-				}
-				forward(w, r, tr, &frontproxy.User{Name: "alice"}, slog.New(slog.DiscardHandler))
-				if w.Code != http.StatusOK {
-					t.Fatalf("%s: %d %s", path, w.Code, w.Body)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			want := []string{" " + tc.request, " " + tc.request, "true " + tc.watches, " " + tc.request}
-			if !slices.Equal(protos, want) {
-				t.Errorf("served %q, want %q", protos, want)
-			}
-			// One connection for the requests, kept and reused, and one
-			// for the watch when it speaks another protocol.
-			wantConns := 1
-			if tc.request != tc.watches {
-				wantConns = 2
-			}
-			if conns != wantConns {
-				t.Errorf("%d connections, want %d", conns, wantConns)
-			}
-		})
 	}
 }

@@ -83,7 +83,7 @@ func New(cfg *Config) (*Server, error) {
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cfg.proxyClient},
 		RootCAs:      cfg.backendCA,
-	}, proxy.WithTracing(tp, "core"), proxy.WithHTTP1())
+	}, proxy.WithTracing(tp, "core"))
 	if err != nil {
 		return nil, fmt.Errorf("core backend: %w", err)
 	}
@@ -94,7 +94,7 @@ func New(cfg *Config) (*Server, error) {
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{cfg.proxyClient},
 			RootCAs:      cfg.backendCA,
-		}, proxy.WithTracing(tp, "crd"), proxy.WithHTTP1())
+		}, proxy.WithTracing(tp, "crd"))
 		if err != nil {
 			return nil, fmt.Errorf("crd backend: %w", err)
 		}
