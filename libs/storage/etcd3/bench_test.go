@@ -69,3 +69,18 @@ func BenchmarkCreate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCurrentRevision is 16 concurrent consistent reads asking for
+// etcd's revision, as 16 clients getting objects from the cache do.
+func BenchmarkCurrentRevision(b *testing.B) {
+	s, _ := benchStore(b)
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.CurrentRevision(context.Background()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

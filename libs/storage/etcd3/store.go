@@ -22,11 +22,12 @@ import (
 
 // Store keeps one resource's objects in etcd.
 type Store struct {
-	client  *clientv3.Client
-	codec   storage.Codec
-	newObj  func() runtime.Object
-	opts    options
-	handoff handoff
+	client    *clientv3.Client
+	codec     storage.Codec
+	newObj    func() runtime.Object
+	opts      options
+	handoff   handoff
+	revisions revisionReads
 }
 
 var _ storage.Interface = (*Store)(nil)
@@ -60,11 +61,19 @@ func New(client *clientv3.Client, codec storage.Codec, newObj func() runtime.Obj
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Store{client: client, codec: codec, newObj: newObj, opts: o}
+	s := &Store{client: client, codec: codec, newObj: newObj, opts: o}
+	s.revisions.read = s.readRevision
+	return s
 }
 
-// CurrentRevision is a linearizable read of etcd's current revision.
+// CurrentRevision is a linearizable read of etcd's current revision,
+// shared with the callers that ask at the same time.
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	return s.revisions.get(ctx)
+}
+
+// readRevision reads etcd's current revision.
+func (s *Store) readRevision(ctx context.Context) (int64, error) {
 	// Any key does: the header carries the store's revision.
 	start := time.Now()
 	resp, err := s.client.Get(ctx, "/", clientv3.WithCountOnly())
