@@ -25,6 +25,10 @@ func newReadsOnDemand() *readsOnDemand {
 func (d *readsOnDemand) read(ctx context.Context) (int64, error) {
 	d.started <- struct{}{}
 	err := <-d.answer
+	if ctx.Err() != nil {
+		// As etcd's client fails a call whose context ended.
+		return 0, ctx.Err()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.reads++
@@ -108,20 +112,27 @@ func TestRevisionReads(t *testing.T) {
 	t.Run("a caller that gives up leaves the read to the others", func(t *testing.T) {
 		d := newReadsOnDemand()
 		r := &revisionReads{read: d.read}
-		cctx, cancel := context.WithCancel(ctx)
-		first := getAsync(r, cctx)
+		running := getAsync(r, ctx)
 		d.waitStarted(t)
-		other := getAsync(r, ctx)
+		// Both wait for the next read; the one that gives up asked
+		// first, so the read carries its context.
+		cctx, cancel := context.WithCancel(ctx)
+		quitter := getAsync(r, cctx)
 		waitWaiting(t, r, 1)
+		other := getAsync(r, ctx)
+		waitWaiting(t, r, 2)
+		d.answer <- nil
+		if got := <-running; got.rev != 1 || got.err != nil {
+			t.Fatalf("running = %+v, want revision 1", got)
+		}
+		d.waitStarted(t)
 		cancel()
-		if got := <-first; !errors.Is(got.err, context.Canceled) {
+		if got := <-quitter; !errors.Is(got.err, context.Canceled) {
 			t.Fatalf("cancelled caller got %+v", got)
 		}
-		d.answer <- nil // the cancelled caller's read ends all the same
-		d.waitStarted(t)
 		d.answer <- nil
 		if got := <-other; got.rev != 2 || got.err != nil {
-			t.Fatalf("other caller = %+v, want revision 2", got)
+			t.Fatalf("other caller = %+v, want revision 2 of the read it shares", got)
 		}
 	})
 }
