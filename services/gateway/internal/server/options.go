@@ -86,6 +86,9 @@ type Options struct {
 	AvailabilityInterval time.Duration
 	// Audit is kube's audit policy and backends.
 	Audit *auditoptions.Options
+	// ShareWatches lets identical watches of core and crd share one
+	// upstream watch.
+	ShareWatches bool
 }
 
 // NewOptions returns the defaults.
@@ -102,6 +105,7 @@ func NewOptions() *Options {
 		DocumentsInterval:    discovery.DefaultInterval,
 		AvailabilityInterval: availability.DefaultInterval,
 		Audit:                auditoptions.NewOptions(),
+		ShareWatches:         true,
 	}
 }
 
@@ -126,6 +130,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DocumentsInterval, "discovery-interval", o.DocumentsInterval, "how often the discovery and OpenAPI documents are fetched from the backends again when no APIService changed")
 	fs.DurationVar(&o.AvailabilityInterval, "apiservice-probe-interval", o.AvailabilityInterval, "how often the server of every APIService is probed to keep its Available condition")
 	o.Audit.AddFlags(fs)
+	fs.BoolVar(&o.ShareWatches, "share-watches", o.ShareWatches, "let watches of core and crd that ask for the same stream (path, selectors, JSON, resourceVersion 0 or one the stream has passed) share one upstream watch; false gives every watch its own")
 }
 
 // Validate reports every problem with o.
@@ -202,6 +207,7 @@ type Config struct {
 	documentsInterval    time.Duration
 	availabilityInterval time.Duration
 	audit                *auditoptions.Options
+	shareWatches         bool
 	log                  *slog.Logger
 }
 
@@ -225,6 +231,7 @@ func (o *Options) Config(logOut io.Writer) (*Config, error) {
 		unauthorizedTTL:      o.UnauthorizedTTL,
 		nats:                 o.NATS,
 		audit:                o.Audit,
+		shareWatches:         o.ShareWatches,
 	}
 	if c.requestHeader, err = o.RequestHeader.config(); err != nil {
 		return nil, err

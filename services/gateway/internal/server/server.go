@@ -38,6 +38,7 @@ import (
 	"kplane.dev/services/gateway/internal/openapi"
 	"kplane.dev/services/gateway/internal/proxy"
 	"kplane.dev/services/gateway/internal/routing"
+	"kplane.dev/services/gateway/internal/watchshare"
 )
 
 // auditFlushTimeout bounds how long shutdown waits for the audit
@@ -74,6 +75,9 @@ type Server struct {
 	documents *echo.Echo
 	// auditor audits requests; nil without an audit policy.
 	auditor *auditoptions.Audit
+	// watches shares watches of core and crd; nil without
+	// --share-watches.
+	watches *watchshare.Hub
 }
 
 // New builds the gateway cfg describes.
@@ -191,6 +195,11 @@ func New(cfg *Config) (*Server, error) {
 		filters.WithLogger(cfg.log),
 	); err != nil {
 		return nil, err
+	}
+	if cfg.shareWatches {
+		if s.watches, err = watchshare.New(cfg.log, reg, watchshare.DefaultLimits); err != nil {
+			return nil, err
+		}
 	}
 	if s.auditor, err = cfg.audit.New(nc, reg, cfg.log, requestInfo, filters.LongRunning); err != nil {
 		return nil, err
@@ -396,6 +405,9 @@ func (s *Server) route(c echo.Context) error {
 		defer s.finishOnShutdown(r.Context())
 	}
 	if info.Verb == "watch" {
+		if s.watches != nil && (backend == s.core || backend == s.crd) && s.watches.Serve(c.Response(), r, backend.Transport, u) {
+			return nil
+		}
 		proxy.ForwardWatch(c.Response(), r, backend.Transport, u, s.log)
 		return nil
 	}
