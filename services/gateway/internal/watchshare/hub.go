@@ -483,14 +483,13 @@ func (s *stream) add(req request, buffer int) *watcher {
 	return w
 }
 
-// leave unregisters w; the last watcher to leave ends the upstream.
+// leave unregisters w; the last watcher to leave ends the upstream,
+// also one that failed and that the backend has yet to close.
 func (s *stream) leave(w *watcher) {
 	s.mu.Lock()
 	delete(s.watchers, w)
-	last := len(s.watchers) == 0 && !s.ended
-	if last {
-		s.ended = true
-	}
+	last := len(s.watchers) == 0
+	s.ended = s.ended || last
 	s.mu.Unlock()
 	if last {
 		s.hub.remove(s)

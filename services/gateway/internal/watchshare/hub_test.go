@@ -264,5 +264,11 @@ func TestStreamJoins(t *testing.T) {
 		if s.add(request{from: 10}, 10) != nil {
 			t.Error("joined a stream that failed")
 		}
+		cancelled := false
+		s.cancel = func() { cancelled = true }
+		s.leave(w)
+		if !cancelled {
+			t.Error("the last watcher of a failed stream left it open")
+		}
 	})
 }
