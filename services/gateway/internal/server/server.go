@@ -397,7 +397,8 @@ func (s *Server) route(c echo.Context) error {
 		}
 		backend = rt.Backend
 	}
-	if backend == s.core || backend == s.crd {
+	own := backend == s.core || backend == s.crd
+	if own {
 		audit.TrustBackend(r.Context())
 	}
 	info := requestInfo(c)
@@ -405,7 +406,7 @@ func (s *Server) route(c echo.Context) error {
 		defer s.finishOnShutdown(r.Context())
 	}
 	if info.Verb == "watch" {
-		if s.watches != nil && (backend == s.core || backend == s.crd) && s.watches.Serve(c.Response(), r, backend.Transport, u) {
+		if s.watches != nil && own && s.watches.Serve(c.Response(), r, backend.Transport, u) {
 			return nil
 		}
 		proxy.ForwardWatch(c.Response(), r, backend.Transport, u, s.log)

@@ -368,8 +368,8 @@ type stream struct {
 	history    []event
 	head       int
 	// Of a stream from resourceVersion=0 (stateful): the objects its
-	// events leave, as ADDED events by namespace and name, and their
-	// size; nil once too large.
+	// events leave, by namespace and name, and their size; nil once too
+	// large. They are framed as ADDED events only for a watcher joining.
 	stateful   bool
 	state      map[string][]byte
 	stateBytes int
@@ -463,7 +463,13 @@ func (s *stream) add(req request, buffer int) *watcher {
 		// In the store's order, as the backend lists a state.
 		slices.Sort(names)
 		for _, name := range names {
-			backlog = append(backlog, s.state[name])
+			added, err := s.codec.added(s.state[name])
+			if err != nil {
+				// A state it cannot replay is no state to join.
+				s.hub.log.Info("shared watch cannot replay its state", "path", s.key.path, "err", err)
+				return nil
+			}
+			backlog = append(backlog, added)
 		}
 	default:
 		if req.from < s.from || req.from > s.last {
@@ -535,15 +541,8 @@ func (s *stream) deliver(data []byte, ev header) bool {
 		name := ev.namespace + "/" + ev.name
 		switch ev.typ {
 		case "ADDED", "MODIFIED":
-			added, err := s.codec.added(ev.object)
-			if err != nil {
-				// A state it cannot replay is no state to join.
-				s.hub.log.Info("shared watch keeps no state", "path", s.key.path, "err", err)
-				s.state = nil
-				break
-			}
-			s.stateBytes += len(added) - len(s.state[name])
-			s.state[name] = added
+			s.stateBytes += len(ev.object) - len(s.state[name])
+			s.state[name] = ev.object
 		case "DELETED":
 			s.stateBytes -= len(s.state[name])
 			delete(s.state, name)
