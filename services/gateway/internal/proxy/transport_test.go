@@ -99,8 +99,8 @@ func replicaAt(t *testing.T, ip string, port int) *httptest.Server {
 
 // A replica name that resolves to several addresses (a scaled compose
 // service, a headless Service) is several replicas: requests spread over
-// all of them, even over HTTP/2, and replicas that come and go are
-// followed.
+// all of them, over HTTP/1.1 and over HTTP/2 (watches), and replicas that
+// come and go are followed.
 func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
 	a := replicaAt(t, "127.0.0.2", 0)
 	port := a.Listener.Addr().(*net.TCPAddr).Port
@@ -127,8 +127,13 @@ func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	served := func(n int) map[string]int {
 		got := map[string]int{}
-		for range n {
-			req, err := http.NewRequest(http.MethodGet, target.String()+"/api", nil)
+		for i := range n {
+			// Every other request is a watch, which goes over HTTP/2.
+			path, proto := "/api/v1/configmaps", 1
+			if i%2 == 1 {
+				path, proto = "/api/v1/configmaps?watch=1", 2
+			}
+			req, err := http.NewRequest(http.MethodGet, target.String()+path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,8 +143,8 @@ func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.ProtoMajor != 2 {
-				t.Fatalf("%s answered over %s; the spread must hold over HTTP/2", b, resp.Proto)
+			if resp.ProtoMajor != proto {
+				t.Fatalf("%s answered %s over %s, want HTTP/%d", b, path, resp.Proto, proto)
 			}
 			got[string(b)]++
 		}
@@ -214,4 +219,57 @@ func TestReplicaNamesAreResolvedAndSpread(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Watches go to replicas over HTTP/2, where pings watch the connection;
+// every other request over HTTP/1.1, read and answered on its
+// connection's own goroutine. A watch is read as kube's parameter codec
+// reads ?watch (anything but "false" or "0"), or a legacy /watch/ path.
+func TestWatchesOverHTTP2TheRestOverHTTP1(t *testing.T) {
+	s := replicaAt(t, "127.0.0.1", 0)
+	tr, err := proxy.NewTransport([]*url.URL{mustParse(t, s.URL)}, s.Client().Transport.(*http.Transport).TLSClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	for _, tt := range []struct {
+		method, path string
+		proto        int
+	}{
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps", 1},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps/x", 1},
+		{http.MethodPost, "/api/v1/namespaces/a/configmaps", 1},
+		{http.MethodDelete, "/api/v1/namespaces/a/configmaps/x?watch=true", 1},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch=false", 1},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch=0", 1},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch=true", 2},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch=1", 2},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch", 2},
+		{http.MethodGet, "/api/v1/namespaces/a/configmaps?watch=True&resourceVersion=5", 2},
+		{http.MethodGet, "/api/v1/watch/namespaces/a/configmaps", 2},
+		{http.MethodGet, "/apis/example.com/v1/watch/widgets", 2},
+	} {
+		req, err := http.NewRequest(tt.method, s.URL+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.method, tt.path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.ProtoMajor != tt.proto {
+			t.Errorf("%s %s went over %s, want HTTP/%d", tt.method, tt.path, resp.Proto, tt.proto)
+		}
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
