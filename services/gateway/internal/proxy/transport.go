@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kplane.dev/libs/tracing"
 )
@@ -268,11 +270,20 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 	}
 	start := int(t.next.Add(1) - 1)
 	idempotent := retriable(r)
-	// The body streams to the replica, never held in memory: a request
-	// whose connection could not be made has not read a byte of it, so
-	// it goes to the next replica as it is.
+	// A small body of declared length is read whole first (see
+	// holdBody); a larger one, or one of unknown length, streams to the
+	// replica, never held in memory: a request whose connection could not
+	// be made has not read a byte of it, so it goes to the next replica
+	// as it is.
 	var body *unsentBody
-	if r.Body != nil && r.Body != http.NoBody {
+	var held []byte
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
+	case 0 < r.ContentLength && r.ContentLength <= maxHeldBody:
+		if held, err = holdBody(r); err != nil {
+			return nil, err
+		}
+	default:
 		body = &unsentBody{body: r.Body}
 	}
 	var errs []error
@@ -282,7 +293,10 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		out := r.Clone(r.Context())
 		out.URL.Scheme, out.URL.Host = tg.url.Scheme, e.host
 		out.Host = tg.url.Host
-		if body != nil {
+		switch {
+		case held != nil:
+			out.Body = io.NopCloser(bytes.NewReader(held))
+		case body != nil:
 			out.Body = body
 		}
 		tr := tg.unary
@@ -309,6 +323,30 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// maxHeldBody bounds the request bodies holdBody reads whole: every
+// write kubectl and client-go send, not the largest bodies kube accepts.
+const maxHeldBody = 64 << 10
+
+// holdBody reads r's body, of r.ContentLength bytes, and closes it.
+// net/http writes a body it must stream after flushing the headers on
+// their own (the ReverseProxy's wrapper hides even a body in memory), so
+// that every create, update and patch took two TLS records and two
+// writes here and two reads on the replica; a body it knows to be in
+// memory goes out with its headers in one. An error reading it is the
+// client's, a 400, unless it carries a Status already.
+func holdBody(r *http.Request) ([]byte, error) {
+	defer r.Body.Close()
+	b := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, b); err != nil {
+		var st apierrors.APIStatus
+		if errors.As(err, &st) {
+			return nil, err
+		}
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
+	}
+	return b, nil
 }
 
 // unsentBody is a request body that may be offered to several replicas
