@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +100,8 @@ func WithProgressRequestInterval(d time.Duration) Option {
 }
 
 // WithWatcherBuffer sets how many events a watcher may have pending before
-// it counts as slow (default 100).
+// it counts as slow (default 100); more while the history has grown (see
+// watcherBufferLocked).
 func WithWatcherBuffer(n int) Option { return func(c *config) { c.watcherBuffer = n } }
 
 // WithSlowWatcherGrace sets how long one event's delivery waits for slow
@@ -487,4 +489,27 @@ func startRead(ctx context.Context, op, key string) (context.Context, trace.Span
 	}
 	return parent.TracerProvider().Tracer("kplane.dev/libs/storage/cacher").Start(ctx, "watchcache "+op,
 		trace.WithAttributes(attribute.String("kplane.watchcache.key", key)))
+}
+
+// maxWatcherBuffer bounds the queue watcherBufferLocked gives a watcher,
+// as kube-apiserver bounds a watcher's channel on a resource without
+// indexes.
+const maxWatcherBuffer = 1024
+
+// watcherBufferLocked is the queue length of a watcher starting now:
+// the configured one, or, while the history has grown beyond its least,
+// kube-apiserver's estimate of one second of events, the history held
+// over the window it keeps fresh, up to 1024. The history grows while
+// events arrive faster than they age out of that window. A fixed queue
+// of 100 ended a watch-list under a thousand writes a second before its
+// initial events were out: the garbage collector's metadata watch of a
+// custom resource then listed again and again, each time sending every
+// object anew, which took a sixth of crd's CPU. The caller holds c.mu.
+func (c *Cacher) watcherBufferLocked() int {
+	n := c.cfg.watcherBuffer
+	if len(c.st.ring) > c.cfg.history && c.cfg.freshHistory > 0 {
+		second := int(math.Ceil(float64(len(c.st.ring)) / c.cfg.freshHistory.Seconds()))
+		n = max(n, min(second, maxWatcherBuffer))
+	}
+	return n
 }

@@ -1,6 +1,8 @@
 package cacher_test
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"testing"
@@ -307,6 +309,99 @@ func TestSlowWatcherIsEndedWithoutHoldingOthersBack(t *testing.T) {
 		if g := describe(t, ev); g != want[i] {
 			t.Fatalf("slow watcher event %d = %+v, want %+v", i, g, want[i])
 		}
+	}
+}
+
+// Under a burst of writes a watch-list still sending its initial events
+// has a queue of about a second of events, as kube-apiserver's has,
+// rather than the configured least, which would end it (and its client
+// would list again, all over) before it could read them.
+func TestWatchListKeepsUpWhileTheHistoryHasGrown(t *testing.T) {
+	// 320 writes within 20 seconds grow the history to 512 events:
+	// a queue of 26, where the configured one holds 2.
+	f := newFixture(t, nil, cacher.WithGrowingHistory(4, 4096, 20*time.Second),
+		cacher.WithWatcherBuffer(2), cacher.WithSlowWatcherGrace(10*time.Millisecond))
+	const listed, later = 320, 10
+	var want []got
+	for i := range listed {
+		name := fmt.Sprintf("o%03d", i)
+		want = append(want, got{watch.Added, name, "", f.create("ns", name, nil, "")})
+	}
+	f.synced(want[listed-1].rv)
+	yes := true
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{
+		SendInitialEvents:    &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowBookmarks:       true,
+	})
+	// The client reads nothing while these come.
+	for i := range later {
+		name := fmt.Sprintf("p%03d", i)
+		want = append(want, got{watch.Added, name, "", f.create("ns", name, nil, "")})
+	}
+	// Once the cache has the last of them, every earlier one has been
+	// queued for the watch, or has ended it.
+	f.synced(want[len(want)-1].rv)
+	expect(t, w, want...)
+}
+
+// A watch-list whose client reads nothing while more than its queue
+// holds is written is not ended: once its initial events are out it
+// reads what it missed from the history, each change once and in order;
+// when the history no longer holds it, the client is told 410 Expired
+// after its initial events, and lists again.
+func TestWatchListCatchesUpFromTheHistory(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		history int
+		expired bool
+	}{
+		{name: "held", history: 1000},
+		{name: "dropped", history: 5, expired: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, cacher.WithHistory(tc.history),
+				cacher.WithWatcherBuffer(2), cacher.WithSlowWatcherGrace(10*time.Millisecond))
+			const listed, later = 20, 20
+			var initial, missed []got
+			for i := range listed {
+				name := fmt.Sprintf("o%03d", i)
+				initial = append(initial, got{watch.Added, name, "", f.create("ns", name, nil, "")})
+			}
+			f.synced(initial[listed-1].rv)
+			yes := true
+			w := f.watch(f.keys.Prefix(), storage.WatchOptions{
+				SendInitialEvents:    &yes,
+				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+				AllowBookmarks:       true,
+			})
+			// The client reads nothing while these come: some are
+			// queued, the rest skipped.
+			for i := range later {
+				name := fmt.Sprintf("o%03d", i)
+				missed = append(missed, got{watch.Modified, name, "2", f.update("ns", name, nil, "2")})
+			}
+			f.synced(missed[later-1].rv)
+			expect(t, w, initial...)
+			if !tc.expired {
+				expect(t, w, missed...)
+				return
+			}
+			// What was queued, then 410 and the end.
+			evs := expectClosed(t, w)
+			if len(evs) == 0 || len(evs) > len(missed) {
+				t.Fatalf("after the initial events got %d events, want some of the %d changes, then 410 Expired", len(evs), len(missed))
+			}
+			last := evs[len(evs)-1]
+			if st, ok := last.Object.(*metav1.Status); last.Type != watch.Error || !ok || st.Code != http.StatusGone {
+				t.Fatalf("the watch ended with %s %v, want 410 Expired", last.Type, last.Object)
+			}
+			for i, ev := range evs[:len(evs)-1] {
+				if g := describe(t, ev); g != missed[i] {
+					t.Fatalf("change %d = %+v, want %+v", i, g, missed[i])
+				}
+			}
+		})
 	}
 }
 

@@ -211,17 +211,23 @@ func (c *Cacher) apply(ev watch.Event) error {
 	return nil
 }
 
-// dispatch queues e for c.targets. A watcher whose queue stays full for the
-// grace period (shared by all slow watchers of this event) is ended rather
-// than allowed to hold back everyone else.
+// dispatch queues e for c.targets. A live watcher whose queue stays full
+// for the grace period (shared by all slow watchers of this event) is
+// ended rather than allowed to hold back everyone else; one still
+// catching up is left to read e from the history (see catchUp).
 func (c *Cacher) dispatch(e *event) {
 	var slow []*watcher
 	for _, w := range c.targets {
+		if w.phase.Load() == lagging {
+			continue
+		}
 		select {
 		case w.input <- e:
 		case <-w.exited:
 		default:
-			slow = append(slow, w)
+			if !w.phase.CompareAndSwap(catching, lagging) {
+				slow = append(slow, w)
+			}
 		}
 	}
 	if len(slow) == 0 {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,7 +66,6 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 		match:          opts.Predicate.Matcher(),
 		allowBookmarks: opts.AllowBookmarks,
 		shared:         opts.Shared,
-		input:          make(chan *event, c.cfg.watcherBuffer),
 		result:         make(chan watch.Event),
 		stopped:        make(chan struct{}),
 		ended:          make(chan struct{}),
@@ -76,7 +76,9 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 		c.mu.Unlock()
 		return nil, storage.NewError(storage.ErrCodeUnreachable, prefix, 0, "the watch cache is stopped")
 	}
+	w.input = make(chan *event, c.watcherBufferLocked())
 	w.lastRV = c.st.rv
+	w.seen = w.lastRV
 	switch {
 	case withState:
 		below, n := c.st.below(prefix)
@@ -106,7 +108,11 @@ func (c *Cacher) Watch(ctx context.Context, prefix string, opts storage.WatchOpt
 			return expiredWatch(from, floor), nil
 		}
 		w.initial = events
-		w.lastRV = from
+		w.lastRV, w.seen = from, from
+	}
+	if len(w.initial) == 0 && w.initialEnd == 0 {
+		// Nothing to send first: it is live from the start.
+		w.phase.Store(live)
 	}
 	c.watchers[w] = struct{}{}
 	c.watcherWG.Add(1)
@@ -135,8 +141,16 @@ type watcher struct {
 	initialEnd int64
 	input      chan *event
 	result     chan watch.Event
+	// phase is catching, lagging or live; only the dispatcher makes a
+	// watcher lagging.
+	phase atomic.Int32
 	// lastRV is the revision of the last event delivered.
 	lastRV int64
+	// seen is the revision of the last change the watcher has handled,
+	// sent or filtered out, which it skips when it comes again. A bookmark
+	// does not count: one can be queued ahead of the change at its own
+	// revision.
+	seen int64
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -168,6 +182,7 @@ func (w *watcher) run(ctx context.Context) {
 	defer close(w.exited)
 
 	for _, e := range w.initial {
+		w.seen = max(w.seen, e.rv)
 		if !w.deliver(ctx, e) {
 			w.finish(ctx)
 			return
@@ -181,10 +196,14 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		}
 	}
+	if !w.catchUp(ctx) {
+		w.finish(ctx)
+		return
+	}
 	for {
 		select {
 		case e := <-w.input:
-			if !w.deliver(ctx, e) {
+			if !w.deliverQueued(ctx, e) {
 				w.finish(ctx)
 				return
 			}
@@ -197,6 +216,87 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Phases of a watcher, as the dispatcher treats it.
+const (
+	// catching: the watcher still sends what it started with (the state,
+	// or the events it replays) or what it missed. A full queue makes it
+	// lagging instead of ending it: a watch-list ended before its initial
+	// events are out starts them all over, and under a steady load of
+	// writes its client would list again and again.
+	catching int32 = iota
+	// lagging: the dispatcher skips the watcher, which reads what it
+	// missed from the history.
+	lagging
+	// live: every event is queued, and a queue that stays full for the
+	// grace period ends the watch, as kube-apiserver ends a watcher that
+	// does not keep up.
+	live
+)
+
+// catchUp sends what was queued while the watcher sent its initial
+// events and, while it lagged, what the history holds since the last
+// event it sent, round after round, until it has nothing left to catch
+// up on; then it is live. It reports false when the watch is over: its
+// client left, or the history no longer holds what it missed, for which
+// the client gets 410 Expired and lists again.
+func (w *watcher) catchUp(ctx context.Context) bool {
+	if w.phase.Load() == live {
+		return true
+	}
+	for {
+		for drained := false; !drained; {
+			select {
+			case e := <-w.input:
+				if !w.deliverQueued(ctx, e) {
+					return false
+				}
+			default:
+				drained = true
+			}
+		}
+		if w.phase.CompareAndSwap(catching, live) {
+			return true
+		}
+		// Every event the dispatcher skipped was in the history before
+		// it was skipped. Under the lock no event is added: those after
+		// are queued again, and those queued twice have a revision
+		// already sent.
+		w.c.mu.RLock()
+		missed, ok := w.c.st.since(w.seen, w.prefix)
+		floor := w.c.st.floor
+		w.phase.Store(catching)
+		w.c.mu.RUnlock()
+		if !ok {
+			w.end(floor)
+			return false
+		}
+		for _, e := range missed {
+			if !w.deliverQueued(ctx, e) {
+				return false
+			}
+		}
+	}
+}
+
+// deliverQueued delivers an event from the queue or the history: each
+// change once, whichever way it came (each has its own revision; the
+// cache drops an event at a revision it has applied). A
+// progress bookmark read while lagging is dropped: events before its
+// revision may have been skipped.
+func (w *watcher) deliverQueued(ctx context.Context, e *event) bool {
+	if e.typ == watch.Bookmark {
+		if w.phase.Load() == lagging {
+			return true
+		}
+		return w.deliver(ctx, e)
+	}
+	if e.rv <= w.seen {
+		return true
+	}
+	w.seen = e.rv
+	return w.deliver(ctx, e)
 }
 
 // finish tells the client its watch expired, if the cache ended it for
