@@ -321,19 +321,8 @@ func TestWatchListKeepsUpWhileTheHistoryHasGrown(t *testing.T) {
 	// a queue of 26, where the configured one holds 2.
 	f := newFixture(t, nil, cacher.WithGrowingHistory(4, 4096, 20*time.Second),
 		cacher.WithWatcherBuffer(2), cacher.WithSlowWatcherGrace(10*time.Millisecond))
-	const listed, later = 320, 10
-	var want []got
-	for i := range listed {
-		name := fmt.Sprintf("o%03d", i)
-		want = append(want, got{watch.Added, name, "", f.create("ns", name, nil, "")})
-	}
-	f.synced(want[listed-1].rv)
-	yes := true
-	w := f.watch(f.keys.Prefix(), storage.WatchOptions{
-		SendInitialEvents:    &yes,
-		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		AllowBookmarks:       true,
-	})
+	const later = 10
+	want, w := f.watchListOf(320)
 	// The client reads nothing while these come.
 	for i := range later {
 		name := fmt.Sprintf("p%03d", i)
@@ -362,19 +351,9 @@ func TestWatchListCatchesUpFromTheHistory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, cacher.WithHistory(tc.history),
 				cacher.WithWatcherBuffer(2), cacher.WithSlowWatcherGrace(10*time.Millisecond))
-			const listed, later = 20, 20
-			var initial, missed []got
-			for i := range listed {
-				name := fmt.Sprintf("o%03d", i)
-				initial = append(initial, got{watch.Added, name, "", f.create("ns", name, nil, "")})
-			}
-			f.synced(initial[listed-1].rv)
-			yes := true
-			w := f.watch(f.keys.Prefix(), storage.WatchOptions{
-				SendInitialEvents:    &yes,
-				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-				AllowBookmarks:       true,
-			})
+			const later = 20
+			initial, w := f.watchListOf(20)
+			var missed []got
 			// The client reads nothing while these come: some are
 			// queued, the rest skipped.
 			for i := range later {

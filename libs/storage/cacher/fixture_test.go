@@ -2,6 +2,7 @@ package cacher_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -283,4 +284,23 @@ func expectClosed(t testing.TB, w watch.Interface) []watch.Event {
 			t.Fatalf("watch not closed within %v", wait)
 		}
 	}
+}
+
+// watchListOf creates n objects, o000 on, waits for the cache to hold
+// them and opens a watch-list; it returns the initial events the watch
+// is to send, the objects in key order.
+func (f *fixture) watchListOf(n int) ([]got, watch.Interface) {
+	f.t.Helper()
+	var initial []got
+	for i := range n {
+		name := fmt.Sprintf("o%03d", i)
+		initial = append(initial, got{watch.Added, name, "", f.create("ns", name, nil, "")})
+	}
+	f.synced(initial[n-1].rv)
+	yes := true
+	return initial, f.watch(f.keys.Prefix(), storage.WatchOptions{
+		SendInitialEvents:    &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowBookmarks:       true,
+	})
 }

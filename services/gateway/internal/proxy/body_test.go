@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,14 +33,7 @@ func TestBodiesGoOutWithTheirHeaders(t *testing.T) {
 	backend.Listener = &countingListener{Listener: backend.Listener, records: records}
 	backend.StartTLS()
 	defer backend.Close()
-	backendURL, err := url.Parse(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := proxy.NewTransport([]*url.URL{backendURL}, backend.Client().Transport.(*http.Transport).TLSClientConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := transportTo(t, backend)
 	defer tr.CloseIdleConnections()
 	log := slog.New(slog.DiscardHandler)
 	u := &frontproxy.User{Name: "alice"}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,14 +28,7 @@ func BenchmarkForward(b *testing.B) {
 	backend.EnableHTTP2 = true
 	backend.StartTLS()
 	defer backend.Close()
-	backendURL, err := url.Parse(backend.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tr, err := proxy.NewTransport([]*url.URL{backendURL}, backend.Client().Transport.(*http.Transport).TLSClientConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tr := transportTo(b, backend)
 	defer tr.CloseIdleConnections()
 	log := slog.New(slog.DiscardHandler)
 	u := &frontproxy.User{Name: "alice"}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 
 	"kplane.dev/libs/apiserver/frontproxy"
@@ -25,14 +24,7 @@ func TestBackendDyingMidAnswer(t *testing.T) {
 		panic(http.ErrAbortHandler)
 	}))
 	defer backend.Close()
-	backendURL, err := url.Parse(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := proxy.NewTransport([]*url.URL{backendURL}, backend.Client().Transport.(*http.Transport).TLSClientConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := transportTo(t, backend)
 	for _, tc := range []struct {
 		name     string
 		forward  func(http.ResponseWriter, *http.Request, http.RoundTripper, *frontproxy.User, *slog.Logger)

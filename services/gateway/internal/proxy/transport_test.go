@@ -265,7 +265,18 @@ func TestWatchesOverHTTP2TheRestOverHTTP1(t *testing.T) {
 	}
 }
 
-func mustParse(t *testing.T, raw string) *url.URL {
+// transportTo is a Transport to the one replica backend, trusting its
+// certificate.
+func transportTo(t testing.TB, backend *httptest.Server) *proxy.Transport {
+	t.Helper()
+	tr, err := proxy.NewTransport([]*url.URL{mustParse(t, backend.URL)}, backend.Client().Transport.(*http.Transport).TLSClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func mustParse(t testing.TB, raw string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(raw)
 	if err != nil {
