@@ -16,4 +16,10 @@
 // revision, so clients lose and repeat nothing. When etcd no longer has that
 // revision (it was compacted), the cache lists again and ends every client
 // watch with 410 Expired, as kube-apiserver does, so clients list again too.
+//
+// A client watch that does not keep up is ended, as kube-apiserver ends
+// one, once it is live. Until then, while it still sends the state or the
+// events it started from, it is not: it falls behind and then reads what
+// it missed from the ring, so that a watch-list under a steady load of
+// writes is not started over and over (see catchUp).
 package cacher

@@ -236,8 +236,8 @@ const (
 )
 
 // catchUp sends what was queued while the watcher sent its initial
-// events and, while it lagged, what the history holds since the last
-// event it sent, round after round, until it has nothing left to catch
+// events and, while it lagged, what the history holds after the last
+// change it handled, round after round, until it has nothing left to catch
 // up on; then it is live. It reports false when the watch is over: its
 // client left, or the history no longer holds what it missed, for which
 // the client gets 410 Expired and lists again.
@@ -261,8 +261,8 @@ func (w *watcher) catchUp(ctx context.Context) bool {
 		}
 		// Every event the dispatcher skipped was in the history before
 		// it was skipped. Under the lock no event is added: those after
-		// are queued again, and those queued twice have a revision
-		// already sent.
+		// are queued again, and one that comes both ways has a revision
+		// already handled.
 		w.c.mu.RLock()
 		missed, ok := w.c.st.since(w.seen, w.prefix)
 		floor := w.c.st.floor
@@ -282,9 +282,9 @@ func (w *watcher) catchUp(ctx context.Context) bool {
 
 // deliverQueued delivers an event from the queue or the history: each
 // change once, whichever way it came (each has its own revision; the
-// cache drops an event at a revision it has applied). A
-// progress bookmark read while lagging is dropped: events before its
-// revision may have been skipped.
+// cache drops an event at a revision it has applied). A progress
+// bookmark read while lagging is dropped: events before its revision
+// may have been skipped.
 func (w *watcher) deliverQueued(ctx context.Context, e *event) bool {
 	if e.typ == watch.Bookmark {
 		if w.phase.Load() == lagging {
