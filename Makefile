@@ -109,11 +109,16 @@ ANCHOR ?= ../shared/anchor
 ANCHOR_BIN ?= /tmp/anchor-bin
 ANCHOR_STATE ?= /tmp/anchor-audited
 ANCHOR_PORTS ?= KAS_PORT=16444 ETCD_PORT=23791 PEER_PORT=23801
+# The processes whose memory is compared: make up's launcher and
+# services, and the reference server's kube-apiserver and etcd.
+KPLANE_PROCESSES ?= (^|/)bin/kplane-(up|admission|authn|authz|core|crd|gateway)( |\z)
+ANCHOR_PROCESSES ?= ^$(ANCHOR_BIN)/(kube-apiserver|etcd) .*$(ANCHOR_STATE)/
 load-compare:
 	@test -x '$(ANCHOR_BIN)/kube-apiserver' || { echo "no reference server in $(ANCHOR_BIN): build it once with $(ANCHOR)/build.sh (about 15 minutes; see $(ANCHOR)/README.md)"; exit 1; }
 	$(MAKE) load KUBECONFIG_B="$$($(ANCHOR_PORTS) ANCHOR_DIR='$(ANCHOR_BIN)' bash $(ANCHOR)/up.sh '$(ANCHOR_STATE)' \
 		--audit-policy-file='$(CURDIR)/deploy/compose/audit/policy.yaml' --audit-log-path='$(ANCHOR_STATE)/audit.log' \
-		--audit-log-maxsize=100 --audit-log-maxbackup=5 --audit-log-mode=batch)"
+		--audit-log-maxsize=100 --audit-log-maxbackup=5 --audit-log-mode=batch)" \
+		LOAD_FLAGS="--processes='$(KPLANE_PROCESSES)' --compare-processes='$(ANCHOR_PROCESSES)' $(LOAD_FLAGS)"
 	@echo "reference server still running; stop it with $(ANCHOR)/down.sh $(ANCHOR_STATE)"
 
 # Container images (deploy/images): one per command, plus etcd and NATS at

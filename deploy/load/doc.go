@@ -6,6 +6,8 @@
 // servers it measures them in alternating rounds (A, B, A, B, ...) so that
 // drift of a shared machine hits both, and reports per workload the
 // medians over rounds of throughput and p50/p99 latency of each side and
-// the ratio of their throughputs. It is the yardstick of kplane against a
-// stock kube-apiserver (issue 14).
+// the ratio of their throughputs. Told which processes make up each
+// server on this machine, it also samples their memory through the rounds
+// (RSS, anonymous memory and PSS, from Linux's /proc). It is the
+// yardstick of kplane against a stock kube-apiserver (issue 14).
 package load

@@ -3,6 +3,8 @@ package load
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +46,11 @@ type Options struct {
 	// Protobuf asks for protobuf instead of JSON, request and response.
 	Protobuf bool
 	Output   string
+	// Processes and CompareProcesses, when set, match the command lines
+	// of the processes that make up side A's and side B's server, whose
+	// memory is then sampled through the rounds.
+	Processes        string
+	CompareProcesses string
 }
 
 // NewOptions are the defaults: issue 14's setting of 1,000 ConfigMaps of
@@ -80,6 +87,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Workloads, "workloads", o.Workloads, "workloads to run, of "+strings.Join(WorkloadNames(), ","))
 	fs.BoolVar(&o.Protobuf, "protobuf", o.Protobuf, "send and ask for protobuf instead of JSON")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	fs.StringVar(&o.Processes, "processes", o.Processes, "regular expression over command lines (arguments joined by spaces) of the processes that make up side A's server, on this machine: their memory is sampled every second through the rounds and reported (Linux)")
+	fs.StringVar(&o.CompareProcesses, "compare-processes", o.CompareProcesses, "the same as --processes for side B")
 }
 
 // Validate reports every invalid option.
@@ -115,6 +124,17 @@ func (o *Options) Validate() []error {
 	for _, w := range o.Workloads {
 		if !slices.Contains(WorkloadNames(), w) {
 			errs = append(errs, fmt.Errorf("unknown workload %q, want one of %s", w, strings.Join(WorkloadNames(), ",")))
+		}
+	}
+	if o.CompareProcesses != "" && o.CompareKubeconfig == "" {
+		errs = append(errs, errors.New("--compare-processes needs --compare-kubeconfig: it names side B's processes"))
+	}
+	if (o.Processes != "" || o.CompareProcesses != "") && runtime.GOOS != "linux" {
+		errs = append(errs, fmt.Errorf("--processes reads memory from Linux's /proc, not available on %s", runtime.GOOS))
+	}
+	for flag, pattern := range map[string]string{"--processes": o.Processes, "--compare-processes": o.CompareProcesses} {
+		if _, err := regexp.Compile(pattern); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
 		}
 	}
 	if o.Output != "table" && o.Output != "json" {

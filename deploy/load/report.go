@@ -97,6 +97,8 @@ type Report struct {
 	Rounds     int          `json:"rounds"`
 	Protobuf   bool         `json:"protobuf"`
 	Workloads  []Workload   `json:"workloads"`
+	// Memory is each side's, for the sides whose processes were named.
+	Memory []Memory `json:"memory,omitempty"`
 }
 
 func newReport(o *Options, targets []Target) *Report {
@@ -206,6 +208,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeMemory(out); err != nil {
+		return err
+	}
 	for _, w := range r.Workloads {
 		for _, s := range w.Sides {
 			if s.FirstError != "" {
@@ -214,4 +219,26 @@ func (r *Report) WriteTable(out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeMemory writes the memory table: a row per side, then A/B when both
+// sides were sampled, where below 1 is A holding less.
+func (r *Report) writeMemory(out io.Writer) error {
+	if len(r.Memory) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nmemory in MiB, summed over each side's processes every %s through the rounds\n\n", memoryEvery)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "side\tprocesses\tsamples\tRSS median\tRSS peak\tanon median\tanon peak\tPSS median\tPSS peak\t")
+	for _, m := range r.Memory {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", m.Target, m.Processes, m.Samples,
+			m.RSS.Median, m.RSS.Peak, m.Anon.Median, m.Anon.Peak, m.PSS.Median, m.PSS.Peak)
+	}
+	if len(r.Memory) == 2 {
+		a, b := r.Memory[0], r.Memory[1]
+		fmt.Fprintf(tw, "A/B\t\t\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
+			Ratio(a.RSS.Median, b.RSS.Median), Ratio(a.RSS.Peak, b.RSS.Peak), Ratio(a.Anon.Median, b.Anon.Median),
+			Ratio(a.Anon.Peak, b.Anon.Peak), Ratio(a.PSS.Median, b.PSS.Median), Ratio(a.PSS.Peak, b.PSS.Peak))
+	}
+	return tw.Flush()
 }

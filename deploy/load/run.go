@@ -120,6 +120,12 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// A pattern that matches nothing fails the run before the fill.
+	for _, p := range o.processes(targets) {
+		if _, _, err := p.sample(); err != nil {
+			return nil, err
+		}
+	}
 	sides := make([]*side, 0, len(targets))
 	defer func() {
 		// Cleaning up must outlive a cancelled run: the namespaces are ours.
@@ -177,6 +183,15 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 		}
 	}
 
+	var memory *memoryWatch
+	if watched := o.processes(targets); len(watched) > 0 {
+		var err error
+		if memory, err = watchMemory(ctx, watched); err != nil {
+			return nil, err
+		}
+		// A run that ends early stops sampling too.
+		defer memory.stop()
+	}
 	report := newReport(o, targets)
 	for round := range o.Rounds {
 		for i, s := range sides {
@@ -202,8 +217,25 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 			}
 		}
 	}
+	if memory != nil {
+		report.Memory = memory.finish()
+	}
 	report.summarize()
 	return report, nil
+}
+
+// processes are the sides whose processes' memory the run samples.
+func (o *Options) processes(targets []Target) []*processes {
+	var out []*processes
+	for i, pattern := range []string{o.Processes, o.CompareProcesses} {
+		if pattern == "" || i >= len(targets) {
+			continue
+		}
+		// Validate compiled the pattern.
+		p, _ := newProcesses(targets[i].Name, pattern)
+		out = append(out, p)
+	}
+	return out
 }
 
 func (o *Options) wants(name string) bool {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,8 @@ import (
 // system as both sides: every workload, the custom resources' and the
 // list across namespaces included, must do work on both, with sane
 // latencies and no errors, and leave no namespace of its own and no CRD
-// behind. It says nothing about speed, which depends on the machine.
+// behind; the memory of the system's processes is sampled for both sides.
+// It says nothing about speed, which depends on the machine.
 func TestLoadTool(t *testing.T) {
 	sys := harness.Start(t)
 	o := kplaneload.NewOptions()
@@ -34,6 +37,13 @@ func TestLoadTool(t *testing.T) {
 	o.Namespaces = 3
 	o.PageSize = 6 // three pages of the first namespace, two continue tokens
 	o.Duration, o.Rounds = 300*time.Millisecond, 2
+	// Every process of a system the harness starts names its data
+	// directory; one already running may be anywhere.
+	local := os.Getenv(harness.ExternalEnv) == ""
+	if local {
+		o.Processes = regexp.QuoteMeta(sys.DataDir) + `(/|\s|$)`
+		o.CompareProcesses = o.Processes
+	}
 	targets, err := o.Targets()
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +91,32 @@ func TestLoadTool(t *testing.T) {
 			}
 		}
 	}
+	if local && len(report.Memory) != 2 {
+		t.Fatalf("memory of %d sides, want 2", len(report.Memory))
+	}
+	for _, m := range report.Memory {
+		// kplane-up and its six services.
+		if m.Processes != 7 || m.Samples < 2 {
+			t.Errorf("memory of %s: %d processes in %d samples, want 7 in at least 2", m.Target, m.Processes, m.Samples)
+		}
+		for name, st := range map[string]kplaneload.Stat{"RSS": m.RSS, "anon": m.Anon, "PSS": m.PSS} {
+			if st.Median <= 0 || st.Median > st.Peak {
+				t.Errorf("memory of %s: %s median %v MiB, peak %v MiB; want 0 < median <= peak", m.Target, name, st.Median, st.Peak)
+			}
+		}
+		if m.Anon.Peak > m.RSS.Peak {
+			t.Errorf("memory of %s: anonymous peak %v MiB above the RSS peak %v MiB", m.Target, m.Anon.Peak, m.RSS.Peak)
+		}
+	}
+	if local && !strings.Contains(table.String(), "memory in MiB") {
+		t.Errorf("table has no memory section")
+	}
 	var decoded kplaneload.Report
 	var out bytes.Buffer
 	if err := report.WriteJSON(&out); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil || len(decoded.Workloads) != len(report.Workloads) {
+	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil || len(decoded.Workloads) != len(report.Workloads) || len(decoded.Memory) != len(report.Memory) {
 		t.Errorf("-o json does not read back: %v, %d workloads\n%s", err, len(decoded.Workloads), out.String())
 	}
 

@@ -1,0 +1,240 @@
+package load
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// memoryEvery is how often the processes' memory is read during the
+// rounds.
+const memoryEvery = time.Second
+
+// Memory is what the processes of one side held while the rounds ran:
+// each sample sums them, and the medians and peaks are over the samples,
+// in MiB. RSS counts the binaries' pages in memory as well as the heap;
+// Anon is the heap, stacks and other memory no file backs, which only the
+// process can give back; PSS shares pages that several processes map
+// between them. A server split into processes maps a binary per process,
+// which RSS counts whole in each, so the three tell apart where a
+// difference lies.
+type Memory struct {
+	Target    string `json:"target"`
+	Processes int    `json:"processes"`
+	Samples   int    `json:"samples"`
+	RSS       Stat   `json:"rssMiB"`
+	Anon      Stat   `json:"anonMiB"`
+	PSS       Stat   `json:"pssMiB"`
+}
+
+// Stat is the median and the peak of a side's sampled sums.
+type Stat struct {
+	Median float64 `json:"median"`
+	Peak   float64 `json:"peak"`
+}
+
+// usage is one process's memory, or a side's sum, in KiB.
+type usage struct {
+	rss, anon, pss int64
+}
+
+func (u *usage) add(v usage) {
+	u.rss += v.rss
+	u.anon += v.anon
+	u.pss += v.pss
+}
+
+// processes finds a server's processes by their command lines.
+type processes struct {
+	target string
+	match  *regexp.Regexp
+}
+
+// newProcesses matches the processes whose command line (arguments
+// joined by spaces) pattern matches, on Linux, where /proc tells what
+// they hold.
+func newProcesses(target, pattern string) (*processes, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("processes of %s: %w", target, err)
+	}
+	return &processes{target: target, match: re}, nil
+}
+
+// sample sums the memory of every matching process but this one; a
+// process that ends while it is read is left out.
+func (p *processes) sample() (usage, int, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return usage{}, 0, err
+	}
+	self := strconv.Itoa(os.Getpid())
+	var sum usage
+	n := 0
+	for _, dir := range dirs {
+		if filepath.Base(dir) == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		if !p.match.Match(bytes.TrimRight(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), " ")) {
+			continue
+		}
+		u, err := readUsage(dir)
+		if err != nil {
+			continue
+		}
+		sum.add(u)
+		n++
+	}
+	if n == 0 {
+		return usage{}, 0, fmt.Errorf("no process of %s matches %q", p.target, p.match)
+	}
+	return sum, n, nil
+}
+
+// readUsage reads a process's resident memory from its status and its
+// proportional share from smaps_rollup.
+func readUsage(dir string) (usage, error) {
+	var u usage
+	fields := map[string]*int64{"VmRSS:": &u.rss, "RssAnon:": &u.anon}
+	if err := readKiB(filepath.Join(dir, "status"), fields); err != nil {
+		return usage{}, err
+	}
+	if err := readKiB(filepath.Join(dir, "smaps_rollup"), map[string]*int64{"Pss:": &u.pss}); err != nil {
+		return usage{}, err
+	}
+	return u, nil
+}
+
+// readKiB reads the "Name: N kB" lines of fields from a /proc file; each
+// must be there.
+func readKiB(path string, fields map[string]*int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	found := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "Name:", a tab or spaces, the number, "kB".
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		dst, want := fields[f[0]]
+		if !want {
+			continue
+		}
+		kib, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", path, f[0], err)
+		}
+		*dst = kib
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if found != len(fields) {
+		return fmt.Errorf("%s: %d of %d fields", path, found, len(fields))
+	}
+	return nil
+}
+
+// memoryWatch samples each side's processes until stopped.
+type memoryWatch struct {
+	sides   []*processes
+	stop    context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	samples [][]usage
+	counts  []int
+}
+
+// watchMemory starts sampling the sides, once right away: a side whose
+// processes are gone fails the run before its rounds.
+func watchMemory(ctx context.Context, sides []*processes) (*memoryWatch, error) {
+	w := &memoryWatch{sides: sides, done: make(chan struct{}), samples: make([][]usage, len(sides)), counts: make([]int, len(sides))}
+	if err := w.sample(); err != nil {
+		return nil, err
+	}
+	ctx, w.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(memoryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				// A server restarting between two samples misses one;
+				// the end of the rounds decides what the run measured.
+				_ = w.sample()
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *memoryWatch) sample() error {
+	var errs []error
+	for i, p := range w.sides {
+		u, n, err := p.sample()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.mu.Lock()
+		w.samples[i] = append(w.samples[i], u)
+		w.counts[i] = n
+		w.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// finish stops sampling, takes a last sample and sums up each side.
+func (w *memoryWatch) finish() []Memory {
+	w.stop()
+	<-w.done
+	_ = w.sample()
+	out := make([]Memory, len(w.sides))
+	for i, p := range w.sides {
+		out[i] = summarizeMemory(p.target, w.counts[i], w.samples[i])
+	}
+	return out
+}
+
+// summarizeMemory is the medians and peaks of a side's samples, in MiB.
+func summarizeMemory(target string, processes int, samples []usage) Memory {
+	m := Memory{Target: target, Processes: processes, Samples: len(samples)}
+	for _, pick := range []struct {
+		dst *Stat
+		get func(usage) int64
+	}{
+		{&m.RSS, func(u usage) int64 { return u.rss }},
+		{&m.Anon, func(u usage) int64 { return u.anon }},
+		{&m.PSS, func(u usage) int64 { return u.pss }},
+	} {
+		values := make([]float64, len(samples))
+		for i, s := range samples {
+			values[i] = float64(pick.get(s)) / 1024
+			pick.dst.Peak = max(pick.dst.Peak, values[i])
+		}
+		pick.dst.Median = Median(values)
+	}
+	return m
+}
