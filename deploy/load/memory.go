@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -154,12 +153,13 @@ func readKiB(path string, fields map[string]*int64) error {
 	return nil
 }
 
-// memoryWatch samples each side's processes until stopped.
+// memoryWatch samples each side's processes until stopped. Only one
+// goroutine samples at a time: watchMemory before it starts the ticker's,
+// finish after that one is done.
 type memoryWatch struct {
 	sides   []*processes
 	stop    context.CancelFunc
 	done    chan struct{}
-	mu      sync.Mutex
 	samples [][]usage
 	counts  []int
 }
@@ -198,10 +198,8 @@ func (w *memoryWatch) sample() error {
 			errs = append(errs, err)
 			continue
 		}
-		w.mu.Lock()
 		w.samples[i] = append(w.samples[i], u)
 		w.counts[i] = n
-		w.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
