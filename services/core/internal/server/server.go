@@ -132,7 +132,7 @@ func (s *Server) build() error {
 	s.Go("bootstrap roles", func(ctx context.Context) error {
 		return s.ensureBootstrapRoles(ctx, loopback)
 	})
-	if err := s.controllers(); err != nil {
+	if err := s.controllers(api); err != nil {
 		return err
 	}
 	return s.changeFeed(res)
@@ -198,11 +198,15 @@ func (s *Server) changeFeed(res []*resource.Resource) error {
 }
 
 // controllers are the leader's work, acting on the API through APIConfig.
-func (s *Server) controllers() error {
+// They list and watch the metadata of what core stores in process, from
+// api's stores: the garbage collector watches every resource, and
+// through the gateway each change cost it about 140 µs of CPU (issue 14).
+func (s *Server) controllers(api *apiserver.Server) error {
 	clients, err := apiclient.New(s.APIConfig())
 	if err != nil {
 		return fmt.Errorf("build controllers' clients: %w", err)
 	}
+	clients.Metadata = api.Metadata(clients.Metadata)
 	gc, err := garbagecollector.New(clients, garbagecollector.WithLogger(s.log))
 	if err != nil {
 		return fmt.Errorf("build garbage collector: %w", err)
