@@ -5,5 +5,7 @@
 // OpenAPI documents of the same resources kept in step with that table,
 // and kube's bodies for unknown resources, oversized requests and panics.
 // Which store backs a resource is the caller's choice; the server runs the
-// stores that need running (watch caches) for as long as it runs.
+// stores that need running (watch caches) for as long as it runs. The
+// service's own controllers can read those stores in process through
+// Metadata, a client-go metadata client that sends them no request.
 package server
