@@ -27,7 +27,14 @@ type Proxy struct {
 // test ends.
 func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return Listen(t, "127.0.0.1:0", target)
+}
+
+// Listen is Start on addr: a test can point a client at an address
+// before anything listens there, as at a server not yet started.
+func Listen(t testing.TB, addr, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}

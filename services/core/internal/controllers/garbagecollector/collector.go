@@ -133,17 +133,23 @@ func (c *Collector) Run(ctx context.Context) error {
 		r.monitors.stopAll()
 	}()
 
-	ticker := c.clock.NewTicker(c.resyncInterval)
-	defer ticker.Stop()
 	// Workers start once every resource's informer has listed it: before,
-	// an owner could look free of blocking dependents not yet seen.
+	// an owner could look free of blocking dependents not yet seen. Until
+	// then a failure is retried after a second, doubling up to the resync
+	// interval: core starts before the gateway it discovers through, and
+	// a first retry 30 s later left a cascading delete made right after
+	// make up undone for that long.
+	retry := min(time.Second, c.resyncInterval)
 	for !r.initialSync(ctx) {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C():
+		case <-c.clock.After(retry):
 		}
+		retry = min(2*retry, c.resyncInterval)
 	}
+	ticker := c.clock.NewTicker(c.resyncInterval)
+	defer ticker.Stop()
 	c.log.Info("garbage collector synced; starting workers", "workers", c.workers)
 	for range c.workers {
 		workers.Add(2)

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 
 	"kplane.dev/libs/apiserver/apitest"
 	"kplane.dev/libs/apiserver/resource"
+	"kplane.dev/libs/faultproxy"
 	"kplane.dev/services/core/internal/apiclient"
 	"kplane.dev/services/core/internal/controllers/garbagecollector"
 )
@@ -50,19 +54,20 @@ func newEnvServer(t *testing.T) (*env, *apitest.Server) {
 
 // startCollector runs a collector until the returned stop is called or
 // the test ends; stop waits for Run to return.
-func (e *env) startCollector() (stop func()) {
+// opts follow, and override, the tests' defaults.
+func (e *env) startCollector(opts ...garbagecollector.Option) (stop func()) {
 	e.t.Helper()
 	// Each collector has clients of its own, as a new leader would.
 	clients, err := apiclient.New(e.config)
 	if err != nil {
 		e.t.Fatalf("clients: %v", err)
 	}
-	c, err := garbagecollector.New(clients,
+	c, err := garbagecollector.New(clients, append([]garbagecollector.Option{
 		garbagecollector.WithLogger(slog.New(slog.NewTextHandler(testWriter{e.t}, nil))),
-		garbagecollector.WithResyncInterval(100*time.Millisecond),
-		garbagecollector.WithSyncTimeout(5*time.Second),
-		garbagecollector.WithRequestTimeout(5*time.Second),
-	)
+		garbagecollector.WithResyncInterval(100 * time.Millisecond),
+		garbagecollector.WithSyncTimeout(5 * time.Second),
+		garbagecollector.WithRequestTimeout(5 * time.Second),
+	}, opts...)...)
 	if err != nil {
 		e.t.Fatalf("new collector: %v", err)
 	}
@@ -227,6 +232,53 @@ func TestBackgroundDeletion(t *testing.T) {
 	// With its last owner gone, the shared dependent goes too.
 	e.delete(other, ns, metav1.DeletePropagationBackground)
 	e.eventuallyGone(shared, ns)
+}
+
+// TestCollectorStartsBeforeTheAPI starts a collector while nothing
+// answers at the API's address, as core starts before the gateway: once
+// the API answers, it syncs and collects within seconds, not after its
+// resync interval.
+func TestCollectorStartsBeforeTheAPI(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Host = "http://" + addr
+	clients, err := apiclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, config: cfg, clients: clients}
+	failed := &discoveryFailures{Handler: slog.NewTextHandler(testWriter{t}, nil)}
+	e.startCollector(garbagecollector.WithResyncInterval(time.Hour), garbagecollector.WithLogger(slog.New(failed)))
+	e.eventually("the collector to fail its first discovery", func() bool { return failed.n.Load() > 0 })
+	faultproxy.Listen(t, addr, strings.TrimPrefix(srv.URL, "http://"))
+
+	const ns = "early"
+	own := e.configMap(ns, "owner", nil)
+	cm := e.configMap(ns, "dependent", nil, own)
+	e.delete(own, ns, metav1.DeletePropagationBackground)
+	e.eventuallyGone(cm, ns)
+}
+
+// discoveryFailures counts the collector's failed discoveries as it logs
+// them.
+type discoveryFailures struct {
+	slog.Handler
+	n atomic.Int32
+}
+
+func (h *discoveryFailures) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "discover resources" {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func TestForegroundDeletion(t *testing.T) {
