@@ -30,6 +30,22 @@ func Start(t testing.TB, target string) *Proxy {
 	return Listen(t, "127.0.0.1:0", target)
 }
 
+// UnusedAddr is a loopback address nothing listens on: a free port,
+// closed again. Connections to it are refused, as to a server not yet
+// started or gone; Listen can start a proxy there later.
+func UnusedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
 // Listen is Start on addr: a test can point a client at an address
 // before anything listens there, as at a server not yet started.
 func Listen(t testing.TB, addr, target string) *Proxy {

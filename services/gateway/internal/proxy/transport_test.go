@@ -15,21 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"kplane.dev/libs/faultproxy"
 	"kplane.dev/services/gateway/internal/proxy"
 )
 
 // deadReplica is the URL of a port nothing listens on any more.
 func deadReplica(t *testing.T) *url.URL {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &url.URL{Scheme: "https", Host: addr}
+	return &url.URL{Scheme: "https", Host: faultproxy.UnusedAddr(t)}
 }
 
 // A write that could not reach a replica at all was never sent, so it

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -240,14 +239,7 @@ func TestBackgroundDeletion(t *testing.T) {
 // resync interval.
 func TestCollectorStartsBeforeTheAPI(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := faultproxy.UnusedAddr(t)
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Host = "http://" + addr
 	clients, err := apiclient.New(cfg)
