@@ -31,6 +31,8 @@ const (
 	defaultPageSize = 500
 	// maxInFlight bounds the publishes awaiting their acknowledgement.
 	maxInFlight = 1000
+	// defaultLinger is WithLinger's default.
+	defaultLinger = 2 * time.Millisecond
 	// callTimeout bounds each call to JetStream and each wait for
 	// acknowledgements.
 	callTimeout = 30 * time.Second
@@ -56,6 +58,7 @@ type options struct {
 	others     bool
 	pageSize   int64
 	retry      time.Duration
+	linger     time.Duration
 	logger     *slog.Logger
 	secretData bool
 	tracing    *tracing.Provider
@@ -112,6 +115,12 @@ func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.ret
 // contents: with it, anyone allowed to read the stream reads them all.
 func WithSecretData() Option { return func(o *options) { o.secretData = true } }
 
+// WithLinger sets how long the publisher waits, after a change, for
+// more changes to publish with it (default 2ms): the feed's latency is
+// traded for fewer writes and acknowledgements under load. Zero
+// publishes each change as soon as it is read.
+func WithLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
+
 // WithLogger logs errors, resyncs and where publishing resumes.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
@@ -127,7 +136,7 @@ func NewPublisher(etcd *clientv3.Client, js jetstream.JetStream, prefix string, 
 	o := options{
 		stream: proto.StreamName, subjectRoot: proto.SubjectRoot,
 		maxAge: DefaultMaxAge, maxBytes: DefaultMaxBytes, replicas: 1,
-		pageSize: defaultPageSize, retry: time.Second,
+		pageSize: defaultPageSize, retry: time.Second, linger: defaultLinger,
 		logger: slog.New(slog.DiscardHandler),
 	}
 	for _, opt := range opts {
@@ -384,47 +393,102 @@ func (p *Publisher) snapshot(ctx context.Context, out *sink, rev int64, after st
 func (p *Publisher) watch(ctx context.Context, out *sink, from, skipRev int64, skip int) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range p.etcd.Watch(wctx, p.registry, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV()) {
-		if resp.CompactRevision != 0 {
-			return errResync{reason: fmt.Sprintf("etcd compacted revision %d, the first not yet published is %d", resp.CompactRevision, from)}
-		}
-		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch %s from revision %d: %w", p.registry, from, err)
-		}
-		if len(resp.Events) == 0 {
-			continue
-		}
-		last := resp.Events[len(resp.Events)-1].Kv.ModRevision
-		p.o.metrics.read(last)
-		// A revision's events arrive in one response; its published
-		// changes are numbered so a successor can resume inside it.
-		events := resp.Events
-		for len(events) > 0 {
-			rev := events[0].Kv.ModRevision
-			n := 1
-			for n < len(events) && events[n].Kv.ModRevision == rev {
-				n++
+	ch := p.etcd.Watch(wctx, p.registry, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+	var (
+		batch []clientv3.WatchResponse
+		open  bool
+	)
+	for {
+		batch, open = p.gather(ch, batch[:0])
+		var last int64
+		for _, resp := range batch {
+			if resp.CompactRevision != 0 {
+				return errResync{reason: fmt.Sprintf("etcd compacted revision %d, the first not yet published is %d", resp.CompactRevision, from)}
 			}
-			msgs := p.changes(events[:n])
-			events = events[n:]
-			for i, m := range msgs {
-				if rev == skipRev && i < skip {
-					continue
-				}
-				if err := out.publishMessage(ctx, m, false, strconv.Itoa(i+1)+"/"+strconv.Itoa(len(msgs))); err != nil {
-					return err
-				}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("watch %s from revision %d: %w", p.registry, from, err)
+			}
+			if len(resp.Events) == 0 {
+				continue
+			}
+			last = resp.Events[len(resp.Events)-1].Kv.ModRevision
+			p.o.metrics.read(last)
+			if err := p.publishEvents(ctx, out, resp.Events, skipRev, skip); err != nil {
+				return err
 			}
 		}
-		if err := out.flush(ctx); err != nil {
-			return err
+		if last != 0 {
+			if err := out.flush(ctx); err != nil {
+				return err
+			}
+			p.o.metrics.acknowledged(last)
 		}
-		p.o.metrics.acknowledged(last)
+		if !open {
+			break
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return fmt.Errorf("watch %s from revision %d: closed", p.registry, from)
+}
+
+// gather appends to batch the next watch response and those that come
+// within the linger after it, up to maxInFlight events: their messages
+// then go out back to back and their acknowledgements come back
+// together, a few writes and wakeups for many changes rather than some
+// for each (at a thousand changes a second they were a tenth of core's
+// CPU, and as much again in the NATS server; issue 14). open is false
+// once the watch has ended.
+func (p *Publisher) gather(ch clientv3.WatchChan, batch []clientv3.WatchResponse) (_ []clientv3.WatchResponse, open bool) {
+	resp, open := <-ch
+	if !open {
+		return batch, false
+	}
+	batch = append(batch, resp)
+	if p.o.linger <= 0 {
+		return batch, true
+	}
+	timer := time.NewTimer(p.o.linger)
+	defer timer.Stop()
+	for n := len(resp.Events); n < maxInFlight; n += len(resp.Events) {
+		select {
+		case resp, open = <-ch:
+			if !open {
+				return batch, false
+			}
+			batch = append(batch, resp)
+		case <-timer.C:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// publishEvents publishes the changes of one watch response, skipping
+// the first skip changes of revision skipRev (published before a
+// restart).
+func (p *Publisher) publishEvents(ctx context.Context, out *sink, events []*clientv3.Event, skipRev int64, skip int) error {
+	// A revision's events arrive in one response; its published
+	// changes are numbered so a successor can resume inside it.
+	for len(events) > 0 {
+		rev := events[0].Kv.ModRevision
+		n := 1
+		for n < len(events) && events[n].Kv.ModRevision == rev {
+			n++
+		}
+		msgs := p.changes(events[:n])
+		events = events[n:]
+		for i, m := range msgs {
+			if rev == skipRev && i < skip {
+				continue
+			}
+			if err := out.publishMessage(ctx, m, false, strconv.Itoa(i+1)+"/"+strconv.Itoa(len(msgs))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // changes builds the messages of the events of one revision.
