@@ -22,7 +22,10 @@ const handoffSize = 1024
 // is sent, since etcd may deliver the change to the watch before it
 // answers the write. The watch takes it when the change carries the same
 // bytes under the same key: decoding those bytes would give the same
-// object, whoever wrote them. Each object is a copy of its own, taken by
+// object, whoever wrote them. A delete that starts from the cache's
+// object has no bytes: it offers that object under the revision it was
+// written at, which the deletion's previous state carries, and which
+// names one state of the key. Each object is a copy of its own, taken by
 // one watch; nothing is kept while no watch is open.
 type handoff struct {
 	watches atomic.Int32
@@ -39,11 +42,13 @@ const handoffPerKey = 4
 
 type written struct {
 	data []byte
+	rev  int64
 	obj  runtime.Object
 }
 
-// put offers obj, the object data decodes to, for key.
-func (h *handoff) put(key string, data []byte, obj runtime.Object) {
+// put offers obj, the object data decodes to, for key; or, when data is
+// nil, the key's state written at revision rev.
+func (h *handoff) put(key string, data []byte, rev int64, obj runtime.Object) {
 	if h.watches.Load() == 0 {
 		return
 	}
@@ -64,18 +69,19 @@ func (h *handoff) put(key string, data []byte, obj runtime.Object) {
 	if len(ws) == handoffPerKey {
 		ws = append(ws[:0], ws[1:]...)
 	}
-	h.objects[key] = append(ws, written{data: data, obj: obj})
+	h.objects[key] = append(ws, written{data: data, rev: rev, obj: obj})
 }
 
 // take returns, once, the object put for key if data is what it was put
-// with; nil otherwise. Its resourceVersion is whatever it was put with:
-// the caller sets it.
-func (h *handoff) take(key string, data []byte) runtime.Object {
+// with, or rev the revision it was put under (0 for a state whose
+// revision is not known); nil otherwise. Its resourceVersion is whatever
+// it was put with: the caller sets it.
+func (h *handoff) take(key string, data []byte, rev int64) runtime.Object {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ws := h.objects[key]
 	for i, w := range ws {
-		if bytes.Equal(w.data, data) {
+		if (w.data != nil && bytes.Equal(w.data, data)) || (w.data == nil && rev != 0 && w.rev == rev) {
 			if len(ws) == 1 {
 				delete(h.objects, key)
 			} else {

@@ -82,3 +82,75 @@ func TestWatchTakesWrittenObjects(t *testing.T) {
 		t.Fatalf("%d decodes, want 4", n)
 	}
 }
+
+// TestWatchTakesDeletedCachedObjects: a delete that starts from a cached
+// object reads and decodes nothing, and neither does the watch that sees
+// the deletion; a stale cached object is not what the watch gets.
+func TestWatchTakesDeletedCachedObjects(t *testing.T) {
+	objs := configMaps(t)
+	codec := &countingCodec{Codec: objs}
+	store := etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New)
+	keys := storage.NewKeys("/h", "", "configmaps")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := store.Watch(ctx, keys.Prefix(), storage.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func(want watch.EventType) watch.Event {
+		t.Helper()
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != want {
+				t.Fatalf("event %s %#v, want %s", ev.Type, ev.Object, want)
+			}
+			return ev
+		case <-ctx.Done():
+			t.Fatalf("no %s event", want)
+		}
+		return watch.Event{}
+	}
+
+	// Deleted from the current state: one decode, the create's.
+	key := keys.Object("ns", "a")
+	created, err := store.Create(ctx, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Data: map[string]string{"k": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(watch.Added)
+	deleted, err := store.DeleteFrom(ctx, key, nil, nil, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(watch.Deleted); !apiequality.Semantic.DeepEqual(ev.Object, deleted) || ev.Object == deleted {
+		t.Fatalf("DELETED %#v, want a copy of %#v", ev.Object, deleted)
+	}
+	if n := codec.decodes.Load(); n != 1 {
+		t.Fatalf("%d decodes, want 1", n)
+	}
+
+	// Deleted from a stale state: the delete reads the current one, and
+	// the watch reports that, not the stale one.
+	key = keys.Object("ns", "b")
+	stale, err := store.Create(ctx, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}, Data: map[string]string{"k": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(watch.Added)
+	if _, err := store.GuaranteedUpdate(ctx, key, nil, func(existing runtime.Object) (runtime.Object, error) {
+		existing.(*corev1.ConfigMap).Data["k"] = "2"
+		return existing, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next(watch.Modified)
+	deleted, err = store.DeleteFrom(ctx, key, nil, nil, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := next(watch.Deleted)
+	if got := ev.Object.(*corev1.ConfigMap).Data["k"]; got != "2" || !apiequality.Semantic.DeepEqual(ev.Object, deleted) {
+		t.Fatalf("DELETED %#v, want the updated state %#v", ev.Object, deleted)
+	}
+}

@@ -152,7 +152,7 @@ func (s *Store) decodeWrite(key string, data []byte) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.handoff.put(key, data, obj)
+	s.handoff.put(key, data, 0, obj)
 	return obj, nil
 }
 
@@ -281,9 +281,7 @@ func (s *Store) DeleteFrom(ctx context.Context, key string, preconditions *stora
 			}
 			continue
 		}
-		if st.data != nil {
-			s.handoff.put(key, st.data, st.obj)
-		}
+		s.handoff.put(key, st.data, st.rev, st.obj)
 		start := time.Now()
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", st.rev)).

@@ -196,7 +196,7 @@ func (w *watcher) transform(e *clientv3.Event) (watch.Event, bool, error) {
 	var err error
 	key := string(e.Kv.Key)
 	if e.Type == mvccpb.PUT {
-		if cur = w.store.handoff.take(key, e.Kv.Value); cur != nil {
+		if cur = w.store.handoff.take(key, e.Kv.Value, 0); cur != nil {
 			err = setRV(cur, e.Kv.ModRevision)
 		} else {
 			cur, err = w.store.decode(e.Kv.Value, e.Kv.ModRevision)
@@ -211,7 +211,7 @@ func (w *watcher) transform(e *clientv3.Event) (watch.Event, bool, error) {
 		}
 	} else if e.PrevKv != nil {
 		// What a deletion removed, at the deletion's revision.
-		if prev = w.store.handoff.take(key, e.PrevKv.Value); prev != nil {
+		if prev = w.store.handoff.take(key, e.PrevKv.Value, e.PrevKv.ModRevision); prev != nil {
 			if err = setRV(prev, e.Kv.ModRevision); err != nil {
 				return watch.Event{}, false, err
 			}
