@@ -1,0 +1,83 @@
+package objects_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"kplane.dev/libs/apiserver/objects"
+)
+
+// meta is what the gateway's audit reads of a request body.
+type meta struct {
+	Metadata struct {
+		Name, Namespace, UID, ResourceVersion string
+		Labels                                map[string]string
+	}
+}
+
+func TestMembers(t *testing.T) {
+	tests := []struct {
+		data string
+		want []string
+		ok   bool
+	}{
+		{`{"apiVersion":"v1","metadata":{"name":"a"},"data":{"k":"}"}}`, []string{`{"name":"a"}`}, true},
+		{` { "data" : {"metadata":1} , "Metadata" : {"name":"a"} , "METADATA":null } `, []string{`{"name":"a"}`, `null`}, true},
+		{`{}`, nil, true},
+		{`{"data":"x"}`, nil, true},
+		{`{"metadata":[1,{"a":"]"}]}`, []string{`[1,{"a":"]"}]`}, true},
+		{`{"met\u0061data":{}}`, nil, false},
+		{`{"métadata":{}}`, nil, false},
+		{`[]`, nil, false},
+		{`null`, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.data, func(t *testing.T) {
+			got, ok := objects.Members([]byte(tt.data), "metadata")
+			var gotS []string
+			for _, v := range got {
+				gotS = append(gotS, string(v))
+			}
+			if ok != tt.ok || !reflect.DeepEqual(gotS, tt.want) {
+				t.Errorf("Members = %q, %v; want %q, %v", gotS, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzMembers: decoding the members Members finds, in order, into a
+// struct gives what encoding/json gives decoding the whole object into
+// it, duplicates and case folding included.
+func FuzzMembers(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"metadata":{"name":"a"},"Metadata":{"namespace":"b"},"METADATA":{"name":"c"}}`))
+	f.Add([]byte(`{"metadata":{"name":"a"},"metadata":null}`))
+	f.Add([]byte(`{"metadata":{"name":"a","Name":"b","labels":{"x":"y"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var whole meta
+		wholeErr := json.Unmarshal(data, &whole)
+		values, ok := objects.Members(data, "metadata")
+		if !ok {
+			return
+		}
+		var parts meta
+		var partsErr error
+		for _, v := range values {
+			if partsErr = json.Unmarshal(v, &parts.Metadata); partsErr != nil {
+				break
+			}
+		}
+		if (wholeErr == nil) != (partsErr == nil) {
+			t.Fatalf("whole: %v; by members: %v", wholeErr, partsErr)
+		}
+		if wholeErr == nil && !reflect.DeepEqual(whole, parts) {
+			t.Fatalf("whole %+v, by members %+v", whole, parts)
+		}
+	})
+}
