@@ -57,7 +57,8 @@ type Validator interface {
 
 // Run parses args (without the program name) into opts, builds a server
 // from its Config with build, and runs it until ctx ends or a SIGINT or
-// SIGTERM arrives. -h and --help print the flags and return nil. With
+// SIGTERM arrives. The server's logs reach out in batches (see
+// logWriter), all of them by the time Run returns. -h and --help print the flags and return nil. With
 // HealthcheckCommand first, it probes the replica the remaining flags
 // configure instead; with CheckFlagsCommand first, it checks them.
 func Run[C any, S Server](ctx context.Context, name string, args []string, out io.Writer, opts Options[C], build func(C) (S, error)) error {
@@ -76,7 +77,9 @@ func Run[C any, S Server](ctx context.Context, name string, args []string, out i
 		}
 		return err
 	}
-	cfg, err := opts.Config(out)
+	logOut := newLogWriter(out)
+	defer logOut.Close()
+	cfg, err := opts.Config(logOut)
 	if err != nil {
 		return err
 	}

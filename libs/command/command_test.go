@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -193,5 +195,79 @@ func TestCheckFlags(t *testing.T) {
 	}
 	if err := command.Run(context.Background(), "test", []string{command.CheckFlagsCommand, "--name=a"}, io.Discard, &options{}, build); err == nil || err.Error() != "test has no check-flags" {
 		t.Fatalf("options that cannot validate: %v", err)
+	}
+}
+
+// countingWriter counts the writes that reach it.
+type countingWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(p)
+}
+
+func (w *countingWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+type loggingOptions struct{}
+
+func (loggingOptions) AddFlags(*pflag.FlagSet) {}
+
+func (loggingOptions) Config(out io.Writer) (*slog.Logger, error) {
+	return command.NewLogger("text", slog.LevelInfo, out), nil
+}
+
+// loggingServer logs lines until it has logged n, then waits until its
+// first line has been written out.
+type loggingServer struct {
+	log *slog.Logger
+	out *countingWriter
+	n   int
+}
+
+func (s loggingServer) Run(ctx context.Context) error {
+	for i := range s.n {
+		s.log.Info("line", "i", i)
+	}
+	for !strings.Contains(s.out.String(), "i=0") {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.log.Info("last")
+	return nil
+}
+
+// TestLogsBatched: a server's log lines reach the output in a few
+// writes, not one each, without being asked to, and every line is out
+// when Run returns.
+func TestLogsBatched(t *testing.T) {
+	const lines = 1000
+	out := &countingWriter{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := command.Run(ctx, "test", nil, out, loggingOptions{}, func(log *slog.Logger) (loggingServer, error) {
+		return loggingServer{log: log, out: out, n: lines}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if n := strings.Count(got, "msg=line"); n != lines || !strings.HasSuffix(got, "msg=last\n") {
+		t.Fatalf("%d lines, then %q at the end; want %d lines then msg=last", n, got[max(0, len(got)-40):], lines)
+	}
+	if out.writes > lines/10 {
+		t.Fatalf("%d writes for %d lines", out.writes, lines+1)
 	}
 }
