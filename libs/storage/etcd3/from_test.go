@@ -1,9 +1,7 @@
 package etcd3_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -11,9 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
-	"kplane.dev/libs/storage/etcd3"
 )
 
 func setData(v string) storage.UpdateFunc {
@@ -26,12 +22,7 @@ func setData(v string) storage.UpdateFunc {
 // TestWritesFromACachedState: writes started from a cached state behave
 // as writes that read etcd first, whether the state is current or stale.
 func TestWritesFromACachedState(t *testing.T) {
-	objs := configMaps(t)
-	codec := &countingCodec{Codec: objs}
-	store := etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New)
-	keys := storage.NewKeys("/f", "", "configmaps")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	codec, store, keys, ctx := countingStore(t, "/f")
 	key := keys.Object("ns", "a")
 	create := func(uid string) runtime.Object {
 		t.Helper()

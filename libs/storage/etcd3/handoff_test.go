@@ -28,15 +28,21 @@ func (c *countingCodec) Decode(data []byte) (runtime.Object, error) {
 	return c.Codec.Decode(data)
 }
 
+// countingStore is a store of ConfigMaps on a fresh etcd whose codec
+// counts decodes, its keys under prefix, and a context for the test.
+func countingStore(t *testing.T, prefix string) (*countingCodec, *etcd3.Store, storage.Keys, context.Context) {
+	t.Helper()
+	objs := configMaps(t)
+	codec := &countingCodec{Codec: objs}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return codec, etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New), storage.NewKeys(prefix, "", "configmaps"), ctx
+}
+
 // TestWatchTakesWrittenObjects: a watch gets what the store wrote without
 // decoding it again, as copies of its own.
 func TestWatchTakesWrittenObjects(t *testing.T) {
-	objs := configMaps(t)
-	codec := &countingCodec{Codec: objs}
-	store := etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New)
-	keys := storage.NewKeys("/h", "", "configmaps")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	codec, store, keys, ctx := countingStore(t, "/h")
 	w, err := store.Watch(ctx, keys.Prefix(), storage.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,12 +93,7 @@ func TestWatchTakesWrittenObjects(t *testing.T) {
 // object reads and decodes nothing, and neither does the watch that sees
 // the deletion; a stale cached object is not what the watch gets.
 func TestWatchTakesDeletedCachedObjects(t *testing.T) {
-	objs := configMaps(t)
-	codec := &countingCodec{Codec: objs}
-	store := etcd3.New(etcdtest.Start(t).Client(t), codec, objs.New)
-	keys := storage.NewKeys("/h", "", "configmaps")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	codec, store, keys, ctx := countingStore(t, "/h")
 	w, err := store.Watch(ctx, keys.Prefix(), storage.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
