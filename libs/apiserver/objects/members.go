@@ -11,39 +11,15 @@ import "bytes"
 // member this way spares decoding the others, such as an object's data
 // when only its metadata is wanted.
 func Members(data []byte, name string) ([][]byte, bool) {
-	i := skipSpace(data, 0)
-	if !at(data, i, '{') {
+	var values [][]byte
+	ok := eachMember(data, func(key, value []byte) bool {
+		if bytes.EqualFold(key, []byte(name)) {
+			values = append(values, value)
+		}
+		return true
+	})
+	if !ok {
 		return nil, false
 	}
-	var values [][]byte
-	if i = skipSpace(data, i+1); at(data, i, '}') {
-		return values, true
-	}
-	for {
-		if !at(data, i, '"') {
-			return nil, false
-		}
-		n := bytes.IndexByte(data[i+1:], '"')
-		if n < 0 {
-			return nil, false
-		}
-		key := data[i+1 : i+1+n]
-		if !plainASCII(key) {
-			return nil, false
-		}
-		if i = skipSpace(data, i+n+2); !at(data, i, ':') {
-			return nil, false
-		}
-		start := skipSpace(data, i+1)
-		if i = skipMember(data, start); i < 0 {
-			return nil, false
-		}
-		if bytes.EqualFold(key, []byte(name)) {
-			values = append(values, bytes.TrimRight(data[start:i], " \t\r\n"))
-		}
-		if data[i] == '}' {
-			return values, true
-		}
-		i = skipSpace(data, i+1)
-	}
+	return values, true
 }

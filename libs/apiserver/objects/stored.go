@@ -115,26 +115,9 @@ func (u *Unstructured) decodeStored(data []byte) (runtime.Object, bool) {
 // escape or a byte outside ASCII fails too: the store never writes one at
 // the top level, and ASCII keeps the case folding simple.
 func plainTypeKeys(data []byte) bool {
-	i := skipSpace(data, 0)
-	if !at(data, i, '{') {
-		return false
-	}
-	if i = skipSpace(data, i+1); at(data, i, '}') {
-		return true
-	}
 	var kind, apiVersion bool
-	for {
-		if !at(data, i, '"') {
-			return false
-		}
-		n := bytes.IndexByte(data[i+1:], '"')
-		if n < 0 {
-			return false
-		}
-		key := data[i+1 : i+1+n]
+	return eachMember(data, func(key, _ []byte) bool {
 		switch {
-		case !plainASCII(key):
-			return false
 		case string(key) == "kind":
 			if kind {
 				return false
@@ -148,10 +131,42 @@ func plainTypeKeys(data []byte) bool {
 		case bytes.EqualFold(key, []byte("kind")), bytes.EqualFold(key, []byte("apiVersion")):
 			return false
 		}
+		return true
+	})
+}
+
+// eachMember calls f with the key and the value of each member of the
+// JSON object data, in order, while f returns true. It reports false
+// when data is not an object it can walk, when a key has an escape or a
+// byte outside ASCII, or when f returned false.
+func eachMember(data []byte, f func(key, value []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if !at(data, i, '{') {
+		return false
+	}
+	if i = skipSpace(data, i+1); at(data, i, '}') {
+		return true
+	}
+	for {
+		if !at(data, i, '"') {
+			return false
+		}
+		n := bytes.IndexByte(data[i+1:], '"')
+		if n < 0 {
+			return false
+		}
+		key := data[i+1 : i+1+n]
+		if !plainASCII(key) {
+			return false
+		}
 		if i = skipSpace(data, i+n+2); !at(data, i, ':') {
 			return false
 		}
-		if i = skipMember(data, i+1); i < 0 {
+		start := skipSpace(data, i+1)
+		if i = skipMember(data, start); i < 0 {
+			return false
+		}
+		if !f(key, bytes.TrimRight(data[start:i], " \t\r\n")) {
 			return false
 		}
 		if data[i] == '}' {

@@ -257,19 +257,17 @@ type objectMeta struct {
 // could not decode.
 func decodeMetadata(raw []byte, status *metav1.Status) (objectMeta, error) {
 	var obj struct{ Metadata objectMeta }
-	if status == nil || status.Code < 200 || status.Code >= 300 {
-		return obj.Metadata, json.Unmarshal(raw, &obj)
-	}
-	values, ok := objects.Members(raw, "metadata")
-	if !ok {
-		return obj.Metadata, json.Unmarshal(raw, &obj)
-	}
-	for _, v := range values {
-		if err := json.Unmarshal(v, &obj.Metadata); err != nil {
-			return obj.Metadata, err
+	if status != nil && status.Code >= 200 && status.Code < 300 {
+		if values, ok := objects.Members(raw, "metadata"); ok {
+			for _, v := range values {
+				if err := json.Unmarshal(v, &obj.Metadata); err != nil {
+					return obj.Metadata, err
+				}
+			}
+			return obj.Metadata, nil
 		}
 	}
-	return obj.Metadata, nil
+	return obj.Metadata, json.Unmarshal(raw, &obj)
 }
 
 // recordResponse copies a Status answer into the response status, as
