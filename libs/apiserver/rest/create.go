@@ -83,7 +83,12 @@ func (h *Handler) createObject(ctx context.Context, obj runtime.Object, w write)
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		o, err := h.prepareCreate(ctx, obj.DeepCopyObject(), w.namespace)
+		o := obj
+		if generated {
+			// A generated name that is taken starts over from obj.
+			o = obj.DeepCopyObject()
+		}
+		o, err := h.prepareCreate(ctx, o, w.namespace)
 		if err != nil {
 			return nil, err
 		}

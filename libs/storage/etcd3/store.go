@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/storage"
@@ -253,7 +256,9 @@ func (s *Store) tryUpdate(key string, st state, preconditions *storage.Precondit
 	if err := checkPreconditions(key, preconditions, st.obj); err != nil {
 		return nil, err
 	}
-	return tryUpdate(st.obj.DeepCopyObject())
+	// A state read from etcd is this write's alone, as in kube's store;
+	// the cache's object is compared with after tryUpdate ran.
+	return tryUpdate(st.own())
 }
 
 // Delete implements storage.Interface.
@@ -270,7 +275,7 @@ func (s *Store) DeleteFrom(ctx context.Context, key string, preconditions *stora
 	for {
 		err := checkPreconditions(key, preconditions, st.obj)
 		if err == nil && validate != nil {
-			err = validate(ctx, st.obj.DeepCopyObject())
+			err = validate(ctx, st.own())
 		}
 		if err != nil {
 			if st.current {
@@ -293,10 +298,11 @@ func (s *Store) DeleteFrom(ctx context.Context, key string, preconditions *stora
 			return nil, fmt.Errorf("delete %q: %w", key, err)
 		}
 		if resp.Succeeded {
-			if err := setRV(st.obj, resp.Header.Revision); err != nil {
+			out := st.own()
+			if err := setRV(out, resp.Header.Revision); err != nil {
 				return nil, err
 			}
-			return st.obj, nil
+			return out, nil
 		}
 		if st, err = s.elseState(key, resp); err != nil {
 			return nil, err
@@ -304,14 +310,26 @@ func (s *Store) DeleteFrom(ctx context.Context, key string, preconditions *stora
 	}
 }
 
-// state is what a write starts from: an object of the store's own, the
-// revision it was written at, its stored bytes when read from etcd (nil
-// when taken from a cache), and whether etcd just said it is current.
+// state is what a write starts from: an object, the revision it was
+// written at, its stored bytes when read from etcd (nil when taken from a
+// cache), and whether etcd just said it is current. An object taken from
+// a cache is the cache's (cached), shared with its readers: it is never
+// changed, and a write that hands it on hands on a copy.
 type state struct {
 	obj     runtime.Object
 	rev     int64
 	data    []byte
 	current bool
+	cached  bool
+}
+
+// own returns the state's object to change or hand on: a copy when it is
+// the cache's.
+func (st state) own() runtime.Object {
+	if st.cached {
+		return st.obj.DeepCopyObject()
+	}
+	return st.obj
 }
 
 func (s *Store) startState(ctx context.Context, key string, suggested runtime.Object) (state, error) {
@@ -326,7 +344,7 @@ func (s *Store) startState(ctx context.Context, key string, suggested runtime.Ob
 	if err != nil || rev <= 0 {
 		return s.readState(ctx, key)
 	}
-	return state{obj: suggested.DeepCopyObject(), rev: rev}, nil
+	return state{obj: suggested, rev: rev, cached: true}, nil
 }
 
 func (s *Store) readState(ctx context.Context, key string) (state, error) {
@@ -396,11 +414,11 @@ func checkPreconditions(key string, p *storage.Preconditions, obj runtime.Object
 	return nil
 }
 
-// encode serializes a copy of obj without its resourceVersion, which is
-// etcd's to assign; obj itself is left alone.
+// encode serializes obj without its resourceVersion, which is etcd's to
+// assign; obj itself is left alone.
 func (s *Store) encode(obj runtime.Object) ([]byte, error) {
-	obj = obj.DeepCopyObject()
-	if err := setRV(obj, 0); err != nil {
+	obj, err := withoutRV(obj)
+	if err != nil {
 		return nil, err
 	}
 	data, err := s.codec.Encode(obj)
@@ -420,6 +438,48 @@ func (s *Store) decode(data []byte, rv int64) (runtime.Object, error) {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// withoutRV returns obj without its resourceVersion. An object that has
+// one is copied shallowly, its metadata apart, so obj, which may be a
+// cache's and read by others, is not written to, and the rest of it is not
+// copied only to be encoded.
+func withoutRV(obj runtime.Object) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("read metadata: %w", err)
+	}
+	if m.GetResourceVersion() == "" {
+		return obj, nil
+	}
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		c := &unstructured.Unstructured{Object: maps.Clone(o.Object)}
+		if md, ok := o.Object["metadata"].(map[string]any); ok {
+			md = maps.Clone(md)
+			delete(md, "resourceVersion")
+			c.Object["metadata"] = md
+		}
+		return c, nil
+	default:
+		if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct && metaByValue(v.Elem().Type()) {
+			c := reflect.New(v.Elem().Type())
+			c.Elem().Set(v.Elem())
+			obj = c.Interface().(runtime.Object)
+		} else {
+			obj = obj.DeepCopyObject()
+		}
+		return obj, setRV(obj, 0)
+	}
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+// metaByValue reports whether t embeds its ObjectMeta by value, as every
+// Kubernetes kind does: a shallow copy of it then has metadata of its own.
+func metaByValue(t reflect.Type) bool {
+	f, ok := t.FieldByName("ObjectMeta")
+	return ok && len(f.Index) == 1 && f.Anonymous && f.Type == objectMetaType
 }
 
 func setRV(obj runtime.Object, rv int64) error {
