@@ -35,3 +35,24 @@ func TestDecodeMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestWithoutManagedFields: managedFields go from an object and from a
+// list's items, however the key is spelled in JSON, and a body that
+// cannot hold the key is kept byte for byte.
+func TestWithoutManagedFields(t *testing.T) {
+	tests := []struct{ name, raw, want string }{
+		{"none", `{"metadata":{"name":"a"},"data":{"b":"1","a":"<"}}`, `{"metadata":{"name":"a"},"data":{"b":"1","a":"<"}}`},
+		{"not JSON", `{"metadata":`, `{"metadata":`},
+		{"object", `{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`, `{"data":{"k":"v"},"metadata":{"name":"a"}}`},
+		{"escaped key", `{"metadata":{"name":"a","managedFi\u0065lds":[{"manager":"m"}]}}`, `{"metadata":{"name":"a"}}`},
+		{"list", `{"items":[{"metadata":{"name":"a","managedFields":[]}},{"metadata":{"name":"b"}}],"metadata":{}}`, `{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}],"metadata":{}}`},
+		{"elsewhere", `{"metadata":{"name":"a"},"spec":{"managedFields":1}}`, `{"metadata":{"name":"a"},"spec":{"managedFields":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(withoutManagedFields([]byte(tt.raw))); got != tt.want {
+				t.Errorf("withoutManagedFields(%s) = %s, want %s", tt.raw, got, tt.want)
+			}
+		})
+	}
+}

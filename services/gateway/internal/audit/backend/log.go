@@ -54,7 +54,12 @@ func NewLogWriter(w io.Writer) *Log { return &Log{w: w} }
 
 // Send writes the batch in one write.
 func (l *Log) Send(_ context.Context, events []audit.Encoded) error {
+	n := 0
+	for _, ev := range events {
+		n += len(ev.JSON) + 1
+	}
 	var b bytes.Buffer
+	b.Grow(n)
 	for _, ev := range events {
 		b.Write(ev.JSON)
 		b.WriteByte('\n')
