@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"kplane.dev/libs/etcdtest"
 	"kplane.dev/libs/storage"
@@ -83,4 +84,28 @@ func BenchmarkCurrentRevision(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGuaranteedUpdateFrom is an update starting from a cached
+// state, as the watch cache starts every update, with the object's data
+// changed each time.
+func BenchmarkGuaranteedUpdateFrom(b *testing.B) {
+	s, keys := benchStore(b)
+	ctx := context.Background()
+	key := keys.Object("ns", "a")
+	cached, err := s.Create(ctx, key, configMap("a"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		cached, err = s.GuaranteedUpdateFrom(ctx, key, nil, func(existing runtime.Object) (runtime.Object, error) {
+			existing.(*corev1.ConfigMap).Data["key"] = fmt.Sprint(i)
+			return existing, nil
+		}, cached)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }
