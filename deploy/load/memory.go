@@ -72,12 +72,38 @@ func newProcesses(target, pattern string) (*processes, error) {
 // sample sums the memory of every matching process but this one; a
 // process that ends while it is read is left out.
 func (p *processes) sample() (usage, int, error) {
+	var sum usage
+	n, err := p.each(func(dir string) error {
+		u, err := readUsage(dir)
+		if err == nil {
+			sum.add(u)
+		}
+		return err
+	})
+	return sum, n, err
+}
+
+// cpuSeconds sums the CPU time, user and system, that every matching
+// process but this one has used since it started.
+func (p *processes) cpuSeconds() (float64, error) {
+	var sum float64
+	_, err := p.each(func(dir string) error {
+		s, err := readCPUSeconds(dir)
+		sum += s
+		return err
+	})
+	return sum, err
+}
+
+// each calls f with the /proc directory of every matching process but
+// this one and returns how many it read; a process that f fails to read,
+// as one that ends meanwhile, is left out.
+func (p *processes) each(f func(dir string) error) (int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
-		return usage{}, 0, err
+		return 0, err
 	}
 	self := strconv.Itoa(os.Getpid())
-	var sum usage
 	n := 0
 	for _, dir := range dirs {
 		if filepath.Base(dir) == self {
@@ -90,17 +116,46 @@ func (p *processes) sample() (usage, int, error) {
 		if !p.match.Match(bytes.TrimRight(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), " ")) {
 			continue
 		}
-		u, err := readUsage(dir)
-		if err != nil {
-			continue
+		if f(dir) == nil {
+			n++
 		}
-		sum.add(u)
-		n++
 	}
 	if n == 0 {
-		return usage{}, 0, fmt.Errorf("no process of %s matches %q", p.target, p.match)
+		return 0, fmt.Errorf("no process of %s matches %q", p.target, p.match)
 	}
-	return sum, n, nil
+	return n, nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: Linux reports
+// them in USER_HZ, 100 a second, whatever the kernel's own tick.
+const userHZ = 100
+
+// readCPUSeconds reads a process's user and system time, all its threads
+// together, from its stat: the 14th and 15th fields, counted after the
+// command name, which may hold spaces and parentheses itself.
+func readCPUSeconds(dir string) (float64, error) {
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("%s/stat: no command name", dir)
+	}
+	// The fields after the name start with the 3rd, the state.
+	fields := strings.Fields(string(stat[end+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("%s/stat: %d fields", dir, len(fields)+2)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/stat: %w", dir, err)
+		}
+		ticks += n
+	}
+	return float64(ticks) / userHZ, nil
 }
 
 // readUsage reads a process's resident memory from its status and its

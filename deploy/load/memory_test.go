@@ -11,8 +11,14 @@ import (
 )
 
 // TestMain lets the test binary stand in for a server's process: run with
-// memoryHelperEnv set, it holds some memory and waits to be killed.
+// memoryHelperEnv set, it holds some memory and waits to be killed; with
+// cpuHelperEnv, it spins until killed.
 func TestMain(m *testing.M) {
+	if os.Getenv(cpuHelperEnv) != "" {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(memoryHelperEnv) != "" {
 		held := make([]byte, 32<<20)
 		for i := range held {
@@ -25,14 +31,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const memoryHelperEnv = "KPLANE_LOAD_MEMORY_HELPER"
+// The helpers: one holds 32 MiB, the other spins on a core.
+const (
+	memoryHelperEnv = "KPLANE_LOAD_MEMORY_HELPER"
+	cpuHelperEnv    = "KPLANE_LOAD_CPU_HELPER"
+)
 
-// startHelper starts a process of this test binary that holds 32 MiB,
-// marked by a command-line argument of its own.
-func startHelper(t *testing.T, marker string) {
+// startHelper starts a process of this test binary that does what env
+// names, marked by a command-line argument of its own.
+func startHelper(t *testing.T, marker, env string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", marker)
-	cmd.Env = append(os.Environ(), memoryHelperEnv+"=1")
+	cmd.Env = append(os.Environ(), env+"=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +59,7 @@ func TestProcessMemory(t *testing.T) {
 		t.Skipf("no /proc/self/smaps_rollup: %v", err)
 	}
 	marker := "memory-helper-" + strings.ReplaceAll(t.Name(), "/", "-")
-	startHelper(t, marker)
+	startHelper(t, marker, memoryHelperEnv)
 	// The pattern matches this process too, which must be left out.
 	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker+"|"+regexp.QuoteMeta(os.Args[0])+" -test")
 	if err != nil {

@@ -59,25 +59,32 @@ type Sample struct {
 	OpsPerSecond float64 `json:"opsPerSecond"`
 	P50Ms        float64 `json:"p50Ms"`
 	P99Ms        float64 `json:"p99Ms"`
+	// CPUMicrosPerOp is the CPU time the side's processes used in the
+	// round over its operations, when they were named (--processes).
+	CPUMicrosPerOp float64 `json:"cpuMicrosPerOp,omitempty"`
 }
 
 // Side is one side's results of a workload: medians over its rounds.
 type Side struct {
-	Target       string   `json:"target"`
-	OpsPerSecond float64  `json:"opsPerSecond"`
-	P50Ms        float64  `json:"p50Ms"`
-	P99Ms        float64  `json:"p99Ms"`
-	Errors       int      `json:"errors"`
-	FirstError   string   `json:"firstError,omitempty"`
-	Rounds       []Sample `json:"rounds"`
+	Target         string   `json:"target"`
+	OpsPerSecond   float64  `json:"opsPerSecond"`
+	P50Ms          float64  `json:"p50Ms"`
+	P99Ms          float64  `json:"p99Ms"`
+	CPUMicrosPerOp float64  `json:"cpuMicrosPerOp,omitempty"`
+	Errors         int      `json:"errors"`
+	FirstError     string   `json:"firstError,omitempty"`
+	Rounds         []Sample `json:"rounds"`
 }
 
 // Workload is a workload's results on every side; Ratio is A's median
-// throughput over B's, present with two sides.
+// throughput over B's, present with two sides. CPURatio is B's median CPU
+// time per operation over A's, present when both sides' processes were
+// named: above 1, as for Ratio, is A doing better, here by spending less.
 type Workload struct {
-	Name  string   `json:"name"`
-	Sides []Side   `json:"sides"`
-	Ratio *float64 `json:"ratio,omitempty"`
+	Name     string   `json:"name"`
+	Sides    []Side   `json:"sides"`
+	Ratio    *float64 `json:"ratio,omitempty"`
+	CPURatio *float64 `json:"cpuRatio,omitempty"`
 }
 
 // TargetInfo says which server a side is.
@@ -133,21 +140,31 @@ func (r *Report) summarize() {
 		w := &r.Workloads[wi]
 		for si := range w.Sides {
 			side := &w.Sides[si]
-			var ops, p50, p99 []float64
+			var ops, p50, p99, cpu []float64
 			for _, s := range side.Rounds {
 				ops = append(ops, s.OpsPerSecond)
 				p50 = append(p50, s.P50Ms)
 				p99 = append(p99, s.P99Ms)
+				if s.CPUMicrosPerOp > 0 {
+					cpu = append(cpu, s.CPUMicrosPerOp)
+				}
 				side.Errors += s.Errors
 				if side.FirstError == "" {
 					side.FirstError = s.FirstError
 				}
 			}
 			side.OpsPerSecond, side.P50Ms, side.P99Ms = Median(ops), Median(p50), Median(p99)
+			if len(cpu) > 0 {
+				side.CPUMicrosPerOp = Median(cpu)
+			}
 		}
 		if len(w.Sides) == 2 {
 			ratio := Ratio(w.Sides[0].OpsPerSecond, w.Sides[1].OpsPerSecond)
 			w.Ratio = &ratio
+			if a, b := w.Sides[0].CPUMicrosPerOp, w.Sides[1].CPUMicrosPerOp; a > 0 && b > 0 {
+				cpu := Ratio(b, a)
+				w.CPURatio = &cpu
+			}
 		}
 	}
 }
@@ -188,20 +205,37 @@ func (r *Report) WriteTable(out io.Writer) error {
 		r.Objects, r.ObjectSize, spread, r.Workers, r.Watchers, encoding, r.Rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
+	cpu := r.cpuMeasured()
 	for _, t := range r.Targets {
 		fmt.Fprintf(tw, "%[1]s ops/s\t%[1]s p50 ms\t%[1]s p99 ms\t%[1]s errors\t", t.Name)
+		if cpu {
+			fmt.Fprintf(tw, "%s cpu us/op\t", t.Name)
+		}
 	}
 	if len(r.Targets) == 2 {
 		fmt.Fprint(tw, "A/B ops/s\t")
+		if cpu {
+			fmt.Fprint(tw, "B/A cpu us/op\t")
+		}
 	}
 	fmt.Fprintln(tw)
 	for _, w := range r.Workloads {
 		fmt.Fprintf(tw, "%s\t", w.Name)
 		for _, s := range w.Sides {
 			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%d\t", s.OpsPerSecond, s.P50Ms, s.P99Ms, s.Errors)
+			if cpu {
+				fmt.Fprintf(tw, "%s\t", orDash(s.CPUMicrosPerOp, "%.0f"))
+			}
 		}
 		if w.Ratio != nil {
 			fmt.Fprintf(tw, "%.2f\t", *w.Ratio)
+			if cpu {
+				ratio := 0.0
+				if w.CPURatio != nil {
+					ratio = *w.CPURatio
+				}
+				fmt.Fprintf(tw, "%s\t", orDash(ratio, "%.2f"))
+			}
 		}
 		fmt.Fprintln(tw)
 	}
@@ -219,6 +253,26 @@ func (r *Report) WriteTable(out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// cpuMeasured reports whether any round measured its CPU time.
+func (r *Report) cpuMeasured() bool {
+	for _, w := range r.Workloads {
+		for _, s := range w.Sides {
+			if s.CPUMicrosPerOp > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// orDash formats v, or "-" when it was not measured.
+func orDash(v float64, format string) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // writeMemory writes the memory table: a row per side, then A/B when both

@@ -193,6 +193,7 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 		defer memory.stop()
 	}
 	report := newReport(o, targets)
+	cpu := o.sideProcesses(targets)
 	for round := range o.Rounds {
 		for i, s := range sides {
 			for _, w := range workloads() {
@@ -202,7 +203,7 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				sample := w.run(ctx, o, s, round)
+				sample := measureCPU(cpu[i], func() Sample { return w.run(ctx, o, s, round) })
 				log.Info("round", "target", s.target.Name, "round", round+1, "workload", w.name,
 					"ops", sample.Ops, "ops_per_second", sample.OpsPerSecond, "p50_ms", sample.P50Ms, "p99_ms", sample.P99Ms, "errors", sample.Errors)
 				report.add(w.name, i, sample)
@@ -227,15 +228,46 @@ func Run(ctx context.Context, o *Options, targets []Target, log *slog.Logger) (*
 // processes are the sides whose processes' memory the run samples.
 func (o *Options) processes(targets []Target) []*processes {
 	var out []*processes
+	for _, p := range o.sideProcesses(targets) {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sideProcesses are each target's processes, nil for one whose were not
+// named.
+func (o *Options) sideProcesses(targets []Target) []*processes {
+	out := make([]*processes, len(targets))
 	for i, pattern := range []string{o.Processes, o.CompareProcesses} {
 		if pattern == "" || i >= len(targets) {
 			continue
 		}
 		// Validate compiled the pattern.
-		p, _ := newProcesses(targets[i].Name, pattern)
-		out = append(out, p)
+		out[i], _ = newProcesses(targets[i].Name, pattern)
 	}
 	return out
+}
+
+// measureCPU runs a round and, when its side's processes are named, sets
+// the CPU time they used in it per operation. A process that starts or
+// ends during the round skews it; one that cannot be read leaves the
+// round unmeasured.
+func measureCPU(p *processes, round func() Sample) Sample {
+	if p == nil {
+		return round()
+	}
+	before, err := p.cpuSeconds()
+	sample := round()
+	if err != nil {
+		return sample
+	}
+	after, err := p.cpuSeconds()
+	if err == nil && sample.Ops > 0 && after > before {
+		sample.CPUMicrosPerOp = (after - before) * 1e6 / float64(sample.Ops)
+	}
+	return sample
 }
 
 func (o *Options) wants(name string) bool {

@@ -1,0 +1,88 @@
+package load
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadCPUSeconds reads the user and system ticks of a stat whose
+// command name holds what would throw off a split on spaces.
+func TestReadCPUSeconds(t *testing.T) {
+	dir := t.TempDir()
+	stat := "4242 (kplane (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 1000 0 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readCPUSeconds(dir)
+	if err != nil || got != 3 {
+		t.Fatalf("readCPUSeconds = %v, %v; want 3 s (250 + 50 ticks)", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte("4242 (cut) S 1 2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCPUSeconds(dir); err == nil {
+		t.Error("a cut stat read without an error")
+	}
+}
+
+// TestMeasureCPU: a round's CPU time per operation is what the side's
+// processes spent in it, read from /proc: here a helper that spins.
+func TestMeasureCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no /proc/self/stat: %v", err)
+	}
+	marker := "cpu-helper-" + strings.ReplaceAll(t.Name(), "/", "-")
+	startHelper(t, marker, cpuHelperEnv)
+	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := measureCPU(p, func() Sample {
+		time.Sleep(time.Second)
+		return Sample{Ops: 100}
+	})
+	// The helper spins on one core: about 10 ms per operation, less when
+	// the machine is busy, never more.
+	if sample.CPUMicrosPerOp < 100 || sample.CPUMicrosPerOp > 12000 {
+		t.Errorf("CPU per op %.0f µs, want between 100 and 12,000 (a spinning process over a second, 100 ops)", sample.CPUMicrosPerOp)
+	}
+	if got := measureCPU(nil, func() Sample { return Sample{Ops: 1} }); got.CPUMicrosPerOp != 0 {
+		t.Errorf("a side without processes measured %.0f µs per op", got.CPUMicrosPerOp)
+	}
+}
+
+// TestCPURatio: the report's CPU ratio is B's median CPU per operation
+// over A's, and the table shows both sides' and the ratio.
+func TestCPURatio(t *testing.T) {
+	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 3}
+	for _, s := range []struct {
+		side int
+		cpu  float64
+	}{{0, 400}, {1, 900}, {0, 500}, {1, 1000}, {0, 600}, {1, 1100}} {
+		r.add("create", s.side, Sample{OpsPerSecond: 100, CPUMicrosPerOp: s.cpu})
+	}
+	r.add("get", 0, Sample{OpsPerSecond: 100})
+	r.add("get", 1, Sample{OpsPerSecond: 100})
+	r.summarize()
+	create, get := r.Workloads[0], r.Workloads[1]
+	if create.Sides[0].CPUMicrosPerOp != 500 || create.Sides[1].CPUMicrosPerOp != 1000 || create.CPURatio == nil || *create.CPURatio != 2 {
+		t.Errorf("create: A %v, B %v µs/op, ratio %v; want 500, 1000 and 2", create.Sides[0].CPUMicrosPerOp, create.Sides[1].CPUMicrosPerOp, create.CPURatio)
+	}
+	if get.CPURatio != nil {
+		t.Errorf("get, unmeasured: ratio %v, want none", *get.CPURatio)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"A cpu us/op", "B/A cpu us/op", "500", "1000", "2.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table without %q:\n%s", want, out.String())
+		}
+	}
+}
