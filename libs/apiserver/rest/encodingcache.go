@@ -19,7 +19,8 @@ const encodingCacheBytes = 64 << 20
 // change as its own copy; with 100 watches, encoding each copy anew was a
 // quarter of core's CPU (kube-apiserver's cachingObject shares the
 // encoding the same way). A list sends the same objects again and again:
-// encoding them was half of core's CPU listing 1,000 ConfigMaps.
+// encoding them was half of core's CPU listing 1,000 ConfigMaps. So do
+// gets of objects read more often than they are written.
 //
 // An object's state is known by its UID and resourceVersion: the store
 // holds one state of an object per revision. The one exception is a watch

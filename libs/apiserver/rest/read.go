@@ -31,6 +31,9 @@ func (h *Handler) get(c echo.Context, info *requestinfo.Info) error {
 	if err != nil {
 		return apistatus.FromStorage(err, h.r.GroupResource(), info.Name)
 	}
+	if out.as == nil && !out.yaml && !out.pretty {
+		return h.writeStored(c, obj, out)
+	}
 	return h.respond(c, http.StatusOK, obj, out)
 }
 

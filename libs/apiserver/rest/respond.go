@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strconv"
 
@@ -52,6 +53,30 @@ func (h *Handler) respond(c echo.Context, code int, obj runtime.Object, out outp
 	// in full frames instead of flushing each piece it reads.
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(data)))
 	return c.Blob(code, contentType, data)
+}
+
+// writeStored sends obj, an object as stored, in compact JSON or in
+// protobuf, as respond would, its encoding shared through h.encodings
+// with the lists, watches and other gets of the same state: an object
+// read again and again between writes is encoded once.
+func (h *Handler) writeStored(c echo.Context, obj runtime.Object, out output) error {
+	encode, contentType := jsonObject, mediaJSON
+	if out.protobuf {
+		encode, contentType = kubeproto.Encode, kubeproto.MediaType
+	}
+	raw, err := h.encodings.encode(obj, false, out.protobuf, encode)
+	if err != nil {
+		return fmt.Errorf("encode %T: %w", obj, err)
+	}
+	data := raw
+	if !out.protobuf {
+		// The cache's bytes are shared: the newline goes on a copy.
+		data = make([]byte, len(raw)+1)
+		copy(data, raw)
+		data[len(raw)] = '\n'
+	}
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(data)))
+	return c.Blob(http.StatusOK, contentType, data)
 }
 
 // listItemsTail is how json.Marshal ends a typed list without items: its
