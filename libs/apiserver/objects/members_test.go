@@ -81,3 +81,61 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+func TestWithoutMember(t *testing.T) {
+	tests := []struct {
+		data, want string
+		ok         bool
+	}{
+		{`{"metadata":{"name":"a","managedFields":[{"m":"}"}]},"data":{"managedFields":1}}`, `{"metadata":{"name":"a"},"data":{"managedFields":1}}`, true},
+		{` { "metadata" : { "managedFields" : [] , "name" : "a" } , "x" : 1 } `, ` { "metadata" : {"name" : "a"} , "x" : 1 } `, true},
+		{`{"metadata":{"managedFields":[]}}`, `{"metadata":{}}`, true},
+		{`{"metadata":{"managedFields":1,"managedFields":2,"name":"a"},"metadata":{"name":"b","managedFields":3}}`, `{"metadata":{"name":"a"},"metadata":{"name":"b"}}`, true},
+		{`{"metadata":{"ManagedFields":1},"Metadata":{"managedFields":1}}`, `{"metadata":{"ManagedFields":1},"Metadata":{"managedFields":1}}`, true},
+		{`{"metadata":null,"data":{}}`, `{"metadata":null,"data":{}}`, true},
+		{`{"metadata":{"managedFi\u0065lds":1}}`, ``, false},
+		{`[]`, ``, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.data, func(t *testing.T) {
+			got, ok := objects.WithoutMember([]byte(tt.data), "metadata", "managedFields")
+			if ok != tt.ok || string(got) != tt.want {
+				t.Errorf("WithoutMember = %s, %v; want %s, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzWithoutMember: what WithoutMember leaves decodes to what decoding
+// the whole object into a map and deleting the member from its parent
+// gives.
+func FuzzWithoutMember(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"metadata":{"managedFields":null}}`))
+	f.Add([]byte(`{"metadata":{"managedFields":1},"metadata":7}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		got, ok := objects.WithoutMember(data, "metadata", "managedFields")
+		if !ok {
+			return
+		}
+		var want map[string]any
+		if json.Unmarshal(data, &want) != nil {
+			return
+		}
+		if md, isMap := want["metadata"].(map[string]any); isMap {
+			delete(md, "managedFields")
+		}
+		var have map[string]any
+		if err := json.Unmarshal(got, &have); err != nil {
+			t.Fatalf("WithoutMember(%s) = %s, not JSON: %v", data, got, err)
+		}
+		if !reflect.DeepEqual(have, want) {
+			t.Fatalf("WithoutMember(%s) = %s, decodes to %v; want %v", data, got, have, want)
+		}
+	})
+}

@@ -140,6 +140,14 @@ func plainTypeKeys(data []byte) bool {
 // when data is not an object it can walk, when a key has an escape or a
 // byte outside ASCII, or when f returned false.
 func eachMember(data []byte, f func(key, value []byte) bool) bool {
+	return eachMemberAt(data, func(key []byte, _, start, end int) bool {
+		return f(key, data[start:end])
+	})
+}
+
+// eachMemberAt is eachMember telling where in data each member is: its
+// key's opening quote at first, its value from start to end.
+func eachMemberAt(data []byte, f func(key []byte, first, start, end int) bool) bool {
 	i := skipSpace(data, 0)
 	if !at(data, i, '{') {
 		return false
@@ -155,6 +163,7 @@ func eachMember(data []byte, f func(key, value []byte) bool) bool {
 		if n < 0 {
 			return false
 		}
+		first := i
 		key := data[i+1 : i+1+n]
 		if !plainASCII(key) {
 			return false
@@ -166,7 +175,7 @@ func eachMember(data []byte, f func(key, value []byte) bool) bool {
 		if i = skipMember(data, start); i < 0 {
 			return false
 		}
-		if !f(key, bytes.TrimRight(data[start:i], " \t\r\n")) {
+		if !f(key, first, start, start+len(bytes.TrimRight(data[start:i], " \t\r\n"))) {
 			return false
 		}
 		if data[i] == '}' {

@@ -43,7 +43,8 @@ func TestWithoutManagedFields(t *testing.T) {
 	tests := []struct{ name, raw, want string }{
 		{"none", `{"metadata":{"name":"a"},"data":{"b":"1","a":"<"}}`, `{"metadata":{"name":"a"},"data":{"b":"1","a":"<"}}`},
 		{"not JSON", `{"metadata":`, `{"metadata":`},
-		{"object", `{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`, `{"data":{"k":"v"},"metadata":{"name":"a"}}`},
+		{"object", `{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`, `{"metadata":{"name":"a"},"data":{"k":"v"}}`},
+		{"object with an escape elsewhere", `{"metadata":{"managedFields":[]},"data":{"k":"\u003c"}}`, `{"metadata":{},"data":{"k":"\u003c"}}`},
 		{"escaped key", `{"metadata":{"name":"a","managedFi\u0065lds":[{"manager":"m"}]}}`, `{"metadata":{"name":"a"}}`},
 		{"list", `{"items":[{"metadata":{"name":"a","managedFields":[]}},{"metadata":{"name":"b"}}],"metadata":{}}`, `{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}],"metadata":{}}`},
 		{"elsewhere", `{"metadata":{"name":"a"},"spec":{"managedFields":1}}`, `{"metadata":{"name":"a"},"spec":{"managedFields":1}}`},
