@@ -98,6 +98,9 @@ type GetOptions struct {
 	// least N, which fails with ErrCodeTooLargeResourceVersion when the
 	// store has not seen N within a short wait.
 	ResourceVersion string
+	// Shared lets a store answer with the object it keeps rather than a
+	// copy, as ListOptions.Shared: the caller only reads it.
+	Shared bool
 }
 
 // ListOptions carries a list request's Kubernetes semantics.

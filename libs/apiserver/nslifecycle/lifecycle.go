@@ -129,7 +129,8 @@ func (l *Lifecycle) recentlyDeleted(name string) bool {
 // get reads namespace name at resourceVersion ("0": any revision, "":
 // the latest).
 func (l *Lifecycle) get(ctx context.Context, name, resourceVersion string) (*corev1.Namespace, error) {
-	obj, err := l.namespaces.Get(ctx, l.keys.Object("", name), storage.GetOptions{ResourceVersion: resourceVersion})
+	// Only read: the cache's own object will do.
+	obj, err := l.namespaces.Get(ctx, l.keys.Object("", name), storage.GetOptions{ResourceVersion: resourceVersion, Shared: true})
 	if storage.IsNotFound(err) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, name)
 	}

@@ -27,11 +27,13 @@ func (h *Handler) get(c echo.Context, info *requestinfo.Info) error {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(c.QueryParams(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
-	obj, err := h.store.Get(c.Request().Context(), h.keys.Object(info.Namespace, info.Name), storage.GetOptions{ResourceVersion: opts.ResourceVersion})
+	// The object as stored is only encoded: the store's own will do.
+	stored := out.as == nil && !out.yaml && !out.pretty
+	obj, err := h.store.Get(c.Request().Context(), h.keys.Object(info.Namespace, info.Name), storage.GetOptions{ResourceVersion: opts.ResourceVersion, Shared: stored})
 	if err != nil {
 		return apistatus.FromStorage(err, h.r.GroupResource(), info.Name)
 	}
-	if out.as == nil && !out.yaml && !out.pretty {
+	if stored {
 		return h.writeStored(c, obj, out)
 	}
 	return h.respond(c, http.StatusOK, obj, out)

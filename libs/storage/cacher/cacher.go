@@ -284,7 +284,15 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions) (
 		}
 		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
 	}
-	return obj.DeepCopyObject(), nil
+	return own(obj, opts), nil
+}
+
+// own returns obj, the cache's, to a reader: a copy unless it only reads.
+func own(obj runtime.Object, opts storage.GetOptions) runtime.Object {
+	if opts.Shared {
+		return obj
+	}
+	return obj.DeepCopyObject()
 }
 
 // consistentGet serves a read of the latest state as a consistent list
@@ -309,7 +317,7 @@ func (c *Cacher) consistentGet(ctx context.Context, key string, opts storage.Get
 	if !ok {
 		return nil, storage.NewError(storage.ErrCodeKeyNotFound, key, 0, "")
 	}
-	return obj.DeepCopyObject(), nil
+	return own(obj, opts), nil
 }
 
 // List serves resourceVersion "0", "N" (not older than) and consistent

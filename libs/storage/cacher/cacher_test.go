@@ -528,6 +528,35 @@ func TestSharedListsHandOutTheCachedObjects(t *testing.T) {
 	}
 }
 
+// TestSharedGetsHandOutTheCachedObject: a shared get, at "0" or the
+// latest, is answered with the object the cache keeps; any other with a
+// copy of its own.
+func TestSharedGetsHandOutTheCachedObject(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, "1"))
+	for _, rv := range []string{"0", ""} {
+		get := func(shared bool) *corev1.ConfigMap {
+			t.Helper()
+			obj, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{ResourceVersion: rv, Shared: shared})
+			if err != nil {
+				t.Fatalf("get at %q: %v", rv, err)
+			}
+			return obj.(*corev1.ConfigMap)
+		}
+		if first, again := get(true), get(true); first != again {
+			t.Fatalf("two shared gets at %q returned different objects, want the one the cache keeps", rv)
+		}
+		copied := get(false)
+		if copied == get(true) {
+			t.Fatalf("a get at %q that is not shared returned the cached object", rv)
+		}
+		copied.Data["v"] = "changed"
+		if got := get(true).Data["v"]; got != "1" {
+			t.Fatalf("changing a copy changed the cache: %q", got)
+		}
+	}
+}
+
 func TestSharedWatchesHandOutTheCachedObjects(t *testing.T) {
 	f := newFixture(t, nil)
 	f.synced(f.create("ns", "a", nil, "1"))
