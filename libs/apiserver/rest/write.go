@@ -54,6 +54,11 @@ func bodyFormat(c echo.Context, accepted []string) (resource.DecodeOptions, erro
 // readBody reads the whole request body. The server's body limit turns an
 // oversized body into echo's 413 error, which is returned as is.
 func readBody(c echo.Context) ([]byte, error) {
+	// The server has read the body already (server.readBody): its bytes
+	// are taken, not copied again.
+	if b, ok := c.Request().Body.(interface{ ReadRest() []byte }); ok {
+		return b.ReadRest(), nil
+	}
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var he *echo.HTTPError

@@ -314,9 +314,27 @@ func (s *Server) readBody(c echo.Context) error {
 	if int64(len(data)) > limit {
 		return tooLarge
 	}
-	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.Body = &wholeBody{Reader: bytes.NewReader(data), data: data}
 	req.ContentLength = int64(len(data))
 	return nil
+}
+
+// wholeBody is a request body read whole, which the resource handlers
+// take as it is instead of reading it into a buffer of their own (rest's
+// readBody looks for ReadRest): reading it again was 6% of what core
+// allocates for a create.
+type wholeBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*wholeBody) Close() error { return nil }
+
+// ReadRest returns what is left to read of the body, and reads it.
+func (b *wholeBody) ReadRest() []byte {
+	rest := b.data[len(b.data)-b.Len():]
+	_, _ = b.Seek(0, io.SeekEnd)
+	return rest
 }
 
 // panicMessage is kube-apiserver's answer to a request that panicked.
