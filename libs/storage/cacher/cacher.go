@@ -378,7 +378,11 @@ func (c *Cacher) list(prefix string, opts storage.ListOptions) *storage.ListResu
 	below, n := c.st.below(prefix)
 	matched := make([]runtime.Object, 0, n)
 	match := opts.Predicate.Matcher()
+	need := requiredLabels(opts.Predicate.Label)
 	for e := range below {
+		if !e.labels.mayMatch(need) {
+			continue
+		}
 		if ok, err := match(e.obj); err == nil && ok {
 			matched = append(matched, e.obj)
 		}

@@ -110,6 +110,62 @@ func TestConsistentListOfAnIdleResourceIsServedFromMemory(t *testing.T) {
 	}
 }
 
+// TestLabelSelectorListsFollowLabelChanges: a list by label finds
+// exactly the objects that have the labels now, whether it asks for them
+// by equality or otherwise, through objects relabelled, given more labels
+// than the cache keeps hashes of, and listed again after a relist.
+func TestLabelSelectorListsFollowLabelChanges(t *testing.T) {
+	f := newFixture(t, nil)
+	many := map[string]string{"app": "x", "a": "1", "b": "2", "c": "3", "d": "4"}
+	f.create("ns", "a", map[string]string{"app": "x", "tier": "web"}, "")
+	f.create("ns", "b", map[string]string{"app": "y"}, "")
+	f.create("ns", "c", many, "")
+	f.create("ns", "d", nil, "")
+	rv := f.update("ns", "b", map[string]string{"app": "x", "tier": "db"}, "")
+	f.synced(rv)
+	list := func(selector string) []string {
+		t.Helper()
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.cacher.List(f.ctx, f.keys.Prefix(), storage.ListOptions{ResourceVersion: strconv.FormatInt(rv, 10), Predicate: storage.SelectionPredicate{Label: sel}})
+		if err != nil {
+			t.Fatalf("list %s: %v", selector, err)
+		}
+		var names []string
+		for _, o := range res.Items {
+			names = append(names, o.(*corev1.ConfigMap).Name)
+		}
+		return names
+	}
+	for _, tt := range []struct {
+		selector string
+		want     []string
+	}{
+		{"app=x", []string{"a", "b", "c"}},
+		{"app==x,tier=db", []string{"b"}},
+		{"app in (x),tier=web", []string{"a"}},
+		{"app in (x,y),d=4", []string{"c"}},
+		{"app=y", nil},
+		{"app!=x", []string{"d"}},
+		{"tier", []string{"a", "b"}},
+		{"!app", []string{"d"}},
+	} {
+		if got := list(tt.selector); !slices.Equal(got, tt.want) {
+			t.Errorf("list %s = %v, want %v", tt.selector, got, tt.want)
+		}
+	}
+	rv = f.update("ns", "c", map[string]string{"app": "z"}, "")
+	f.synced(rv)
+	if got := list("app=x"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("list app=x after c was relabelled = %v, want [a b]", got)
+	}
+	if got := list("app=z"); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("list app=z after c was relabelled = %v, want [c]", got)
+	}
+}
+
 func TestReadsAheadOfTheCache(t *testing.T) {
 	f := newFixture(t, nil, cacher.WithWaitTimeout(50*time.Millisecond))
 	rv := f.create("ns", "a", nil, "")

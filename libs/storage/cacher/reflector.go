@@ -80,7 +80,7 @@ func (c *Cacher) relist(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list %s: %w", c.prefix, err)
 		}
-		entries = append(entries, entry{key: key, obj: obj})
+		entries = append(entries, newEntry(key, obj))
 	}
 	items := newItems(entries)
 

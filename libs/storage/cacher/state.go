@@ -27,8 +27,13 @@ type event struct {
 }
 
 type entry struct {
-	key string
-	obj runtime.Object
+	key    string
+	obj    runtime.Object
+	labels labelHashes
+}
+
+func newEntry(key string, obj runtime.Object) entry {
+	return entry{key: key, obj: obj, labels: hashLabels(obj)}
 }
 
 // itemsDegree is kube-apiserver's watch cache's: nodes of up to 63 entries
@@ -92,7 +97,7 @@ func (s *state) get(key string) (runtime.Object, bool) {
 
 // upsert stores obj at key and returns what was there.
 func (s *state) upsert(key string, obj runtime.Object) runtime.Object {
-	prev, _ := s.items.ReplaceOrInsert(entry{key: key, obj: obj})
+	prev, _ := s.items.ReplaceOrInsert(newEntry(key, obj))
 	return prev.obj
 }
 

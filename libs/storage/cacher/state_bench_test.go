@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"kplane.dev/libs/storage"
 )
@@ -22,7 +24,8 @@ func benchKey(i int) string {
 func benchState(n int) state {
 	items := make([]entry, n)
 	for i := range items {
-		items[i] = entry{key: benchKey(i), obj: &corev1.ConfigMap{}}
+		// kplane-load's labels: one of ten groups, and the run.
+		items[i] = newEntry(benchKey(i), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"group": "g" + strconv.Itoa(i%10), "run": "bench"}}})
 	}
 	st := newState(8, 8, 0)
 	st.replace(newItems(items), 1)
@@ -65,17 +68,20 @@ func BenchmarkStateChurn(b *testing.B) {
 func BenchmarkStateList(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		c := &Cacher{st: benchState(n)}
+		group := storage.SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"group": "g3"})}
 		for _, bc := range []struct {
 			name, prefix string
+			predicate    storage.SelectionPredicate
 			want         int
 		}{
-			{"namespace", "/kplane/registry/configmaps/ns-007/", n / benchNamespaces},
-			{"all", "/kplane/registry/configmaps/", n},
+			{"namespace", "/kplane/registry/configmaps/ns-007/", storage.SelectionPredicate{}, n / benchNamespaces},
+			{"all", "/kplane/registry/configmaps/", storage.SelectionPredicate{}, n},
+			{"all/selector", "/kplane/registry/configmaps/", group, n / 10},
 		} {
 			b.Run(fmt.Sprintf("keys=%d/%s", n, bc.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if res := c.list(bc.prefix, storage.ListOptions{Shared: true}); len(res.Items) != bc.want {
+					if res := c.list(bc.prefix, storage.ListOptions{Shared: true, Predicate: bc.predicate}); len(res.Items) != bc.want {
 						b.Fatalf("list %s: %d items, want %d", bc.prefix, len(res.Items), bc.want)
 					}
 				}
