@@ -153,6 +153,7 @@ func pageOf(items *btree.BTreeG[entry], prefix, start string, rv int64, opts sto
 	var more bool
 	var err error
 	match := opts.Predicate.Matcher()
+	need := requiredLabels(opts.Predicate.Label)
 	items.AscendGreaterOrEqual(entry{key: start}, func(e entry) bool {
 		if !strings.HasPrefix(e.key, prefix) {
 			return false
@@ -160,6 +161,9 @@ func pageOf(items *btree.BTreeG[entry], prefix, start string, rv int64, opts sto
 		if int64(len(res.Items)) == opts.Limit {
 			more = true
 			return false
+		}
+		if !e.labels.mayMatch(need) {
+			return true
 		}
 		var ok bool
 		if ok, err = match(e.obj); err != nil {
