@@ -1,7 +1,6 @@
 package rest_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,17 +54,7 @@ func TestGetEncoding(t *testing.T) {
 		// Twice: the second get is answered from what the first encoded.
 		for range 2 {
 			_, data := get(t, "application/json", "")
-			var cm corev1.ConfigMap
-			if err := json.Unmarshal(data, &cm); err != nil {
-				t.Fatal(err)
-			}
-			want, err := json.Marshal(&cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(data) != string(want)+"\n" {
-				t.Fatalf("get\n%s\nwant json.Marshal's\n%s", data, want)
-			}
+			cm := wantMarshalled[corev1.ConfigMap](t, data)
 			if cm.Data["k"] != fmt.Sprint(round) || cm.Data["html"] != "<&>" {
 				t.Fatalf("round %d: data %v, want k=%d", round, cm.Data, round)
 			}

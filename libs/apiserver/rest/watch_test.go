@@ -101,26 +101,29 @@ func TestWatchEventFrames(t *testing.T) {
 	}
 }
 
+// wantMarshalled decodes data, a response, into a T and fails t unless
+// data is what json.Marshal writes for it, and a newline.
+func wantMarshalled[T any](t *testing.T, data []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(&v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != string(want)+"\n" {
+		t.Fatalf("response\n%s\nwant json.Marshal's\n%s", data, want)
+	}
+	return v
+}
+
 // TestListEncoding: a list whose items' encodings are shared (see
 // encodingCache) is byte for byte what json.Marshal writes for it, and
 // shows each object's latest state.
 func TestListEncoding(t *testing.T) {
 	f := newWriteFixture(t)
-	wantMarshalled := func(t *testing.T, data []byte) corev1.ConfigMapList {
-		t.Helper()
-		var list corev1.ConfigMapList
-		if err := json.Unmarshal(data, &list); err != nil {
-			t.Fatal(err)
-		}
-		want, err := json.Marshal(&list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(data) != string(want)+"\n" {
-			t.Fatalf("list\n%s\nwant json.Marshal's\n%s", data, want)
-		}
-		return list
-	}
 	if r := f.do(t, http.MethodGet, cms, "", ""); r.code != http.StatusOK || string(r.body) != `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"`+r.meta(t).GetResourceVersion()+`"},"items":[]}`+"\n" {
 		t.Fatalf("empty list: %d %s", r.code, r.body)
 	}
@@ -134,7 +137,7 @@ func TestListEncoding(t *testing.T) {
 		if r.code != http.StatusOK {
 			t.Fatalf("list: %d %s", r.code, r.body)
 		}
-		list := wantMarshalled(t, r.body)
+		list := wantMarshalled[corev1.ConfigMapList](t, r.body)
 		if len(list.Items) != 2 || list.Items[0].Data["html"] != "<&>" || list.Items[1].Data["k"] != fmt.Sprint(round) {
 			t.Fatalf("round %d: list %+v, want a and b with k=%d", round, list.Items, round)
 		}
