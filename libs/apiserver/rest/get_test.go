@@ -26,15 +26,7 @@ func TestGetEncoding(t *testing.T) {
 	pb := protobuf.NewSerializer(scheme, scheme)
 	get := func(t *testing.T, accept, query string) (string, []byte) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, f.url+cms+"/a"+query, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := getAccepting(t, f.url+cms+"/a"+query, accept)
 		defer resp.Body.Close()
 		data, err := io.ReadAll(resp.Body)
 		if err != nil {

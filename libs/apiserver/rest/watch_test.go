@@ -21,7 +21,19 @@ import (
 // names and returns its body.
 func openWatch(t *testing.T, f *writeFixture, accept string) io.ReadCloser {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.url+cms+"?watch=true", nil)
+	resp := getAccepting(t, f.url+cms+"?watch=true", accept)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch: %d", resp.StatusCode)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp.Body
+}
+
+// getAccepting sends a GET of url asking for accept; the caller closes
+// the body.
+func getAccepting(t *testing.T, url, accept string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +42,7 @@ func openWatch(t *testing.T, f *writeFixture, accept string) io.ReadCloser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("watch: %d", resp.StatusCode)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp.Body
+	return resp
 }
 
 // TestWatchEventFrames: watches of the same changes get the same bytes (encoded once, see encodingCache), and each JSON line is
