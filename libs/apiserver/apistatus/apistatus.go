@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"kplane.dev/libs/apiserver/kubeproto"
 	"kplane.dev/libs/storage"
 )
 
@@ -121,29 +120,27 @@ func fromHTTPError(he *echo.HTTPError) *metav1.Status {
 // code: every service answers errors through it, so a wrapped API error
 // keeps its code everywhere.
 func WriteHTTP(w http.ResponseWriter, err error) error {
-	return write(w, err, false)
-}
-
-// WriteProtobuf is WriteHTTP in Kubernetes protobuf, for a client that
-// asked for it where the answer could have been protobuf, as
-// kube-apiserver negotiates its errors.
-func WriteProtobuf(w http.ResponseWriter, err error) error {
-	return write(w, err, true)
-}
-
-func write(w http.ResponseWriter, err error, protobuf bool) error {
 	st := Status(err)
-	contentType := "application/json"
 	body, merr := json.Marshal(st)
-	if protobuf {
-		contentType = kubeproto.MediaType
-		body, merr = kubeproto.Encode(st)
-	} else if merr == nil {
-		body = append(body, '\n')
-	}
 	if merr != nil {
 		return fmt.Errorf("encode status: %w", merr)
 	}
+	return writeStatus(w, st, "application/json", append(body, '\n'))
+}
+
+// WriteEncoded is WriteHTTP in the form a handler negotiated, as
+// kube-apiserver negotiates its errors: encode returns the Status's
+// bytes and their content type.
+func WriteEncoded(w http.ResponseWriter, err error, encode func(*metav1.Status) ([]byte, string, error)) error {
+	st := Status(err)
+	body, contentType, merr := encode(st)
+	if merr != nil {
+		return fmt.Errorf("encode status: %w", merr)
+	}
+	return writeStatus(w, st, contentType, body)
+}
+
+func writeStatus(w http.ResponseWriter, st *metav1.Status, contentType string, body []byte) error {
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// As kube-apiserver's: client-go sends a request again by itself,

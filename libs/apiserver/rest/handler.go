@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/warning"
@@ -92,18 +94,34 @@ func New(r *resource.Resource, store storage.Interface, keys storage.Keys, opts 
 }
 
 // Serve answers a request for this handler's resource. Its errors are
-// written here in protobuf when the client asked for protobuf and the
-// resource offers it, as kube-apiserver negotiates them; otherwise they
-// are returned, for the server's JSON error handler.
+// written here in the form kube-apiserver's ErrorNegotiated picks: the
+// first Accept clause without a conversion that one of the server's
+// media types matches (a custom resource's errors, too, may be
+// protobuf), else indented JSON.
 func (h *Handler) Serve(c echo.Context, info *requestinfo.Info) error {
 	err := h.serve(c, info)
 	if err == nil || c.Response().Committed {
 		return err
 	}
-	if out, nerr := negotiate(c.Request(), false, h.offers); nerr == nil && out.protobuf {
-		return apistatus.WriteProtobuf(c.Response(), err)
+	out, nerr := negotiate(c.Request(), false, errorOffer)
+	if nerr != nil {
+		out = output{pretty: true}
 	}
-	return err
+	return apistatus.WriteEncoded(c.Response(), err, func(st *metav1.Status) ([]byte, string, error) {
+		return encode(st, out)
+	})
+}
+
+// acceptable refuses a write whose answer the client could not read
+// before anything is written, as kube's handlers negotiate first; reads
+// negotiate before they read anyway.
+func (h *Handler) acceptable(c echo.Context, verb string) error {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		_, err := negotiate(c.Request(), false, h.offers)
+		return err
+	}
+	return nil
 }
 
 func (h *Handler) serve(c echo.Context, info *requestinfo.Info) error {
@@ -173,6 +191,9 @@ func (h *Handler) serve(c echo.Context, info *requestinfo.Info) error {
 	}
 	if info.Subresource == scaleSubresource {
 		return h.serveScale(c, info)
+	}
+	if err := h.acceptable(c, info.Verb); err != nil {
+		return err
 	}
 	switch info.Verb {
 	case "get":

@@ -16,8 +16,12 @@ import (
 	"kplane.dev/libs/apiserver/resource"
 )
 
-// Media types the layer writes. Protobuf is offered only for kinds with
-// generated protobuf code, as kube-apiserver offers it.
+// Media types the layer writes. Every handler's server speaks JSON, YAML
+// and protobuf, as kube-apiserver's negotiated serializers do, custom
+// resources' included; an object goes out in protobuf only when its kind
+// has generated protobuf code or it is converted to a meta.k8s.io kind
+// that has (PartialObjectMetadata, PartialObjectMetadataList), as kube's
+// endpoint restrictions allow.
 const (
 	mediaJSON = "application/json"
 	mediaYAML = "application/yaml"
@@ -37,13 +41,19 @@ type output struct {
 	as *schema.GroupVersionKind
 }
 
-// offer is what a handler can answer with besides JSON and YAML.
+// offer is what a handler's objects can be written as besides JSON and
+// YAML, kube's endpoint restrictions.
 type offer struct {
-	// protobuf: the kind has generated protobuf code.
+	// protobuf: the kind has generated protobuf code (kube's
+	// StandardSerializers include protobuf; a custom resource's do not).
 	protobuf bool
 	// table: the resource has a table (kube's TableConvertor), which
 	// every stored resource has and the reviews do not.
 	table bool
+	// errors are what a Status may be written as: any of the server's
+	// media types, with no conversion (kube's
+	// DefaultEndpointRestrictions, which its errors negotiate with).
+	errors bool
 }
 
 // offerOf is what a handler of r can answer with, worked out once per
@@ -52,8 +62,17 @@ func offerOf(r *resource.Resource) offer {
 	return offer{protobuf: slices.Contains(r.Objects.MediaTypes(), kubeproto.MediaType), table: r.Stored()}
 }
 
+// errorOffer is what an error of any handler may be written as.
+var errorOffer = offer{errors: true}
+
+// The server's media types in kube's order, as a 406 lists them.
+var (
+	acceptedMediaTypes       = []string{mediaJSON, mediaYAML, kubeproto.MediaType}
+	acceptedStreamMediaTypes = []string{mediaJSON + ";stream=watch", kubeproto.StreamMediaType}
+)
+
 // notAcceptable is kube-apiserver's 406 for an Accept header it cannot
-// satisfy, listing what it could have sent.
+// satisfy, listing what its server could have sent.
 func notAcceptable(accepted ...string) error {
 	return notAcceptableMessage("only the following media types are accepted: " + strings.Join(accepted, ", "))
 }
@@ -67,8 +86,8 @@ func notAcceptableMessage(msg string) error {
 	}}
 }
 
-// format is one way of writing a response, in kube's order of preference
-// for a wildcard.
+// format is one of the server's media types, in kube's order of
+// preference for a wildcard.
 type format int
 
 const (
@@ -90,25 +109,23 @@ func (f format) matches(clause goautoneg.Accept) bool {
 	return clause.SubType == [...]string{"json", "yaml", "vnd.kubernetes.protobuf"}[f]
 }
 
-// negotiate picks the response form for req as kube-apiserver does: the
-// first Accept clause (by quality) the handler can serve wins, each
-// clause trying JSON, YAML, then protobuf; no Accept header means JSON. A
-// stream (watch) is JSON or protobuf.
+// streams says the format has a watch framing: YAML has none.
+func (f format) streams() bool { return f != formatYAML }
+
+// negotiate picks the response form for req as kube-apiserver's
+// NegotiateOutputMediaType does: the first Accept clause (by quality)
+// that one of the server's media types matches, trying JSON, YAML, then
+// protobuf, and that o allows; no Accept header means JSON. A watch
+// (stream) negotiates the same way, as kube's list handler does before it
+// knows the request watches, and then needs a format with a watch
+// framing: the clause chosen is not passed over for a later one.
 func negotiate(req *http.Request, stream bool, o offer) (output, error) {
-	out, ok := negotiateAccept(req.Header.Get("Accept"), stream, o)
+	out, f, ok := negotiateAccept(req.Header.Get("Accept"), o)
 	if !ok {
-		if stream {
-			accepted := []string{mediaJSON + ";stream=watch"}
-			if o.protobuf {
-				accepted = append(accepted, kubeproto.StreamMediaType)
-			}
-			return output{}, notAcceptable(accepted...)
-		}
-		accepted := []string{mediaJSON, mediaYAML}
-		if o.protobuf {
-			accepted = append(accepted, kubeproto.MediaType)
-		}
-		return output{}, notAcceptable(accepted...)
+		return output{}, notAcceptable(acceptedMediaTypes...)
+	}
+	if stream && !f.streams() {
+		return output{}, notAcceptable(acceptedStreamMediaTypes...)
 	}
 	if !out.pretty && !out.protobuf && prettyByDefault(req) {
 		out.pretty = true
@@ -116,47 +133,54 @@ func negotiate(req *http.Request, stream bool, o offer) (output, error) {
 	return out, nil
 }
 
-func negotiateAccept(header string, stream bool, o offer) (output, bool) {
+func negotiateAccept(header string, o offer) (output, format, bool) {
 	if header == "" {
-		return output{}, true
+		return output{}, formatJSON, true
 	}
 	for _, clause := range goautoneg.ParseAccept(header) {
 		for _, f := range []format{formatJSON, formatYAML, formatProtobuf} {
-			if (f == formatYAML && stream) || (f == formatProtobuf && !o.protobuf) || !f.matches(clause) {
+			if !f.matches(clause) {
 				continue
 			}
-			if out, ok := acceptParams(clause.Params, stream, f, o); ok {
+			if out, ok := acceptParams(clause.Params, f, o); ok {
 				out.yaml, out.protobuf = f == formatYAML, f == formatProtobuf
-				return out, true
+				return out, f, true
 			}
 		}
 	}
-	return output{}, false
+	return output{}, formatJSON, false
 }
 
-// acceptParams reads a clause's parameters; a conversion the layer does not
-// offer makes the clause unacceptable, so a later clause may win.
-func acceptParams(params map[string]string, stream bool, f format, o offer) (output, bool) {
+// acceptParams reads a clause's parameters as kube's
+// acceptMediaTypeOptions does; a conversion or format o does not allow
+// makes the clause unacceptable, so a later clause may win.
+func acceptParams(params map[string]string, f format, o offer) (output, bool) {
 	var out output
 	var gvk schema.GroupVersionKind
+	convert := false
 	for k, v := range params {
 		switch k {
 		case "as":
-			gvk.Kind = v
+			gvk.Kind, convert = v, true
 		case "g":
-			gvk.Group = v
+			gvk.Group, convert = v, true
 		case "v":
-			gvk.Version = v
+			gvk.Version, convert = v, true
 		case "stream":
-			if v != "" && (v != "watch" || !stream) {
+			// A stream parameter is harmless on a request that does
+			// not stream, as in kube.
+			if v != "" && (v != "watch" || !f.streams()) {
 				return output{}, false
 			}
 		case "pretty":
 			out.pretty = v == "1"
 		}
 	}
-	if gvk.Empty() {
-		return out, true
+	if !convert {
+		return out, o.errors || f != formatProtobuf || o.protobuf
+	}
+	if o.errors {
+		return output{}, false
 	}
 	if gv := gvk.GroupVersion(); gv != metav1.SchemeGroupVersion && gv != metav1beta1.SchemeGroupVersion {
 		return output{}, false
@@ -169,6 +193,7 @@ func acceptParams(params map[string]string, stream bool, f format, o offer) (out
 			return output{}, false
 		}
 	case "PartialObjectMetadata", "PartialObjectMetadataList":
+		// Typed meta.k8s.io kinds: protobuf even of a custom resource.
 	default:
 		return output{}, false
 	}

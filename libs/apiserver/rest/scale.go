@@ -259,6 +259,9 @@ func replicasErrors(m map[string]any, path string, names []string) field.ErrorLi
 // serveScale answers a request for /scale, whose verb the resource
 // allows.
 func (h *Handler) serveScale(c echo.Context, info *requestinfo.Info) error {
+	if err := h.scale.h.acceptable(c, info.Verb); err != nil {
+		return err
+	}
 	switch info.Verb {
 	case "get":
 		return h.getScale(c, info)

@@ -60,6 +60,9 @@ func actionHandlers(parent *Handler) (map[string]*Handler, error) {
 // stored: the decoded body goes to its Creater, whose answer is the
 // response, 201 Created as kube's reviews and TokenRequest.
 func (h *Handler) createUnstored(c echo.Context, info *requestinfo.Info) error {
+	if err := h.acceptable(c, "create"); err != nil {
+		return err
+	}
 	opts := &metav1.CreateOptions{}
 	if err := decodeOptions(c, opts, "CreateOptions", func() field.ErrorList { return metavalidation.ValidateCreateOptions(opts) }); err != nil {
 		return err

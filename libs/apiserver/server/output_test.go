@@ -120,7 +120,7 @@ func TestOutputForms(t *testing.T) {
 			}
 		}
 		st := getStatus(t, f.url+"/apis/example.com/v1/namespaces/ns1/widgets", "application/vnd.kubernetes.protobuf")
-		if st.Code != 406 || st.Message != "only the following media types are accepted: application/json, application/yaml" {
+		if st.Code != 406 || st.Message != "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf" {
 			t.Errorf("protobuf of a custom resource: %d %q", st.Code, st.Message)
 		}
 		st = getStatus(t, cms+"/a", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")

@@ -9,6 +9,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"kplane.dev/libs/apiserver/kubeproto"
 )
 
 func TestGet(t *testing.T) {
@@ -188,8 +193,19 @@ func TestList(t *testing.T) {
 func getStatus(t *testing.T, url, accept string) metav1.Status {
 	t.Helper()
 	resp, body := get(t, url, accept)
+	// Written in the form the request negotiated, as kube writes errors.
 	var st metav1.Status
-	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" {
+	var err error
+	switch resp.Header.Get("Content-Type") {
+	case kubeproto.MediaType:
+		_, _, err = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(body, nil, &st)
+		st.Kind = "Status"
+	case "application/yaml":
+		err = yaml.Unmarshal(body, &st)
+	default:
+		err = json.Unmarshal(body, &st)
+	}
+	if err != nil || st.Kind != "Status" {
 		t.Fatalf("GET %s: %d %s is not a Status: %v", url, resp.StatusCode, body, err)
 	}
 	if int(st.Code) != resp.StatusCode {
