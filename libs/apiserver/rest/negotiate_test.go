@@ -14,8 +14,8 @@ func TestNegotiate(t *testing.T) {
 		noProtobuf, noTable bool
 		// errors negotiates the form of a Status, as Serve does.
 		errors bool
-		want                string // "json", "yaml", "protobuf", a conversion kind (in protobuf: "protobuf "+kind), or "406"
-		pretty              bool
+		want   string // "json", "yaml", "protobuf", a conversion kind (in protobuf: "protobuf "+kind), or "406"
+		pretty bool
 	}{
 		{name: "no accept", want: "json"},
 		{name: "anything", accept: "*/*", want: "json"},
