@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/test/e2e/harness"
 )
@@ -186,4 +193,34 @@ func TestCRDKubectl(t *testing.T) {
 		}
 		return nil
 	})
+	// A CRD made again serves its objects from the moment it is
+	// established, while its APIService is still being made again: a
+	// burst of creates follows each wait at once (with client-go, which
+	// needs no discovery; kubectl's may follow later, as on kube).
+	crdFile := filepath.Join(t.TempDir(), "crd.yaml")
+	if err := os.WriteFile(crdFile, []byte(gadgetsCRD), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gadgets := dynamicClient(t, unthrottled(sys.RESTConfig(t))).Resource(schema.GroupVersionResource{Group: "e2e.example.com", Version: "v1", Resource: "gadgets"}).Namespace("crd")
+	for cycle := range 3 {
+		for _, args := range [][]string{
+			{"delete", "crd", "gadgets.e2e.example.com"},
+			{"apply", "-f", crdFile},
+			{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
+		} {
+			if out, errOut, err := sys.Kubectl(t, args...); err != nil {
+				t.Fatalf("cycle %d: kubectl %v: %q %q, %v", cycle, args, out, errOut, err)
+			}
+		}
+		for i := range 50 {
+			g := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "e2e.example.com/v1", "kind": "Gadget",
+				"metadata": map[string]any{"name": fmt.Sprintf("burst-%d", i)},
+				"spec":     map[string]any{"size": int64(2)},
+			}}
+			if _, err := gadgets.Create(context.Background(), g, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("cycle %d: create %d right after the CRD was established: %v", cycle, i, err)
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -490,5 +491,59 @@ func TestUnsyncedGatewayAsksToRetry(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("got %d with Retry-After %q, want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestUnregisteredGroupsGoToCRD: a group no APIService names is crd's to
+// answer, as kube-aggregator hands it to the apiextensions server, so
+// that a CRD's custom resources are served from the moment crd
+// establishes it, before its APIService is made (or made again after the
+// CRD was deleted and created anew). Without crd it is the gateway's 404
+// (TestBuiltinGroupsRouteToCore).
+func TestUnregisteredGroupsGoToCRD(t *testing.T) {
+	seen := make(chan string, 10)
+	crd := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "front-proxy-client" {
+			http.Error(w, "no front proxy certificate", http.StatusUnauthorized)
+			return
+		}
+		if !strings.HasPrefix(r.URL.Path, "/apis/nothing.example.com/") {
+			// The gateway's own discovery and OpenAPI reads.
+			http.NotFound(w, r)
+			return
+		}
+		seen <- r.Header.Get("X-Remote-User") + " " + r.URL.Path
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"ThingList","apiVersion":"nothing.example.com/v1","metadata":{},"items":[]}`)
+	}))
+	// The stub serves TLS from the start, with the fixture's certificates
+	// once start has made them: until then its handshakes fail at once,
+	// as those of a crd replica that is not up yet.
+	var serving atomic.Pointer[tls.Config]
+	crd.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		if c := serving.Load(); c != nil {
+			return c, nil
+		}
+		return nil, errors.New("not serving yet")
+	}}
+	crd.StartTLS()
+	t.Cleanup(crd.Close)
+	in := start(t, 1, func(o *server.Options) {
+		o.CRDURLs = []string{"https://" + crd.Listener.Addr().String()}
+	})
+	cert := in.certs.servingCert(t, "crd", []string{"127.0.0.1"})
+	serving.Store(&tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert.TLSCertificate()},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    in.certs.ca.Pool(),
+	})
+
+	code, body, _ := in.get(t, in.admin, "", "/apis/nothing.example.com/v1/things", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), "ThingList") {
+		t.Fatalf("GET of a group without an APIService: %d %s, want crd's answer", code, body)
+	}
+	if got := <-seen; got != "alice /apis/nothing.example.com/v1/things" {
+		t.Errorf("crd got %q", got)
 	}
 }

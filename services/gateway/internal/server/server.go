@@ -383,19 +383,28 @@ func (s *Server) route(c echo.Context) error {
 	backend := s.core
 	if gv, ok := groupVersion(r.URL.Path); ok {
 		rt, found := s.table.Lookup(gv)
-		if !found {
-			if !s.table.Synced() {
-				// Not knowing the route yet is not knowing the group is
-				// absent: clients retry a 503 with Retry-After.
-				c.Response().Header().Set("Retry-After", "1")
-				return apistatus.Write(c, apierrors.NewServiceUnavailable("the gateway's routing table is not synced yet"))
-			}
+		switch {
+		case !found && !s.table.Synced():
+			// Not knowing the route yet is not knowing the group is
+			// absent: clients retry a 503 with Retry-After.
+			c.Response().Header().Set("Retry-After", "1")
+			return apistatus.Write(c, apierrors.NewServiceUnavailable("the gateway's routing table is not synced yet"))
+		case !found && s.crd == nil:
 			return echo.ErrNotFound
-		}
-		if !rt.Available || rt.Backend == nil {
+		case !found:
+			// A group without an APIService goes to crd, as
+			// kube-aggregator hands it to the apiextensions server: a
+			// CRD's APIService follows the CRD, and its custom
+			// resources are served from the moment it is established,
+			// also while the APIService is still being made (or made
+			// again after the CRD was deleted and created anew). crd
+			// answers 404 for a group it does not serve.
+			backend = s.crd
+		case !rt.Available || rt.Backend == nil:
 			return apistatus.Write(c, apierrors.NewServiceUnavailable("service unavailable"))
+		default:
+			backend = rt.Backend
 		}
-		backend = rt.Backend
 	}
 	own := backend == s.core || backend == s.crd
 	if own {
