@@ -3,7 +3,7 @@
 // ConfigMaps in namespaces of its own, a list across every namespace, the
 // delay from an update to its delivery to many watchers, and create, get,
 // update, list and delete on a custom resource of a CRD it makes. Given two
-// servers it measures them in alternating rounds (A, B, A, B, ...) so that
+// servers it measures them in alternating rounds (A, B, B, A, A, B, ...) so that
 // drift of a shared machine hits both, and reports per workload the
 // medians over rounds of throughput and p50/p99 latency of each side and
 // the ratio of their throughputs. Told which processes make up each

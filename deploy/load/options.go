@@ -64,7 +64,7 @@ func NewOptions() *Options {
 		Workers:    16,
 		Watchers:   100,
 		Duration:   5 * time.Second,
-		Rounds:     3,
+		Rounds:     4,
 		Workloads:  WorkloadNames(),
 		Output:     "table",
 	}

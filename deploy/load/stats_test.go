@@ -1,6 +1,7 @@
 package load
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -138,5 +139,22 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want %d errors", errs, tc.errs)
 			}
 		})
+	}
+}
+
+func TestRoundOrder(t *testing.T) {
+	for _, tc := range []struct {
+		sides, round int
+		want         []int
+	}{
+		{1, 0, []int{0}},
+		{1, 1, []int{0}},
+		{2, 0, []int{0, 1}},
+		{2, 1, []int{1, 0}},
+		{2, 2, []int{0, 1}},
+	} {
+		if got := roundOrder(tc.sides, tc.round); !slices.Equal(got, tc.want) {
+			t.Errorf("roundOrder(%d, %d) = %v, want %v", tc.sides, tc.round, got, tc.want)
+		}
 	}
 }
