@@ -1,7 +1,6 @@
 package patch_test
 
 import (
-	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,12 +56,12 @@ func TestApplyCustomResourceWithSchema(t *testing.T) {
 	second := []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  parts:\n  - name: b\n    count: 2\n")
 	aOpts, bOpts := widgetOpts, widgetOpts
 	aOpts.FieldManager, bOpts.FieldManager = "a", "b"
-	obj, err := p.Patch(context.Background(), nil, types.ApplyYAMLPatchType, first, aOpts)
+	obj, err := doPatch(p, nil, types.ApplyYAMLPatchType, first, aOpts)
 	if err != nil {
 		t.Fatalf("apply a: %v", err)
 	}
 	obj.(*unstructured.Unstructured).SetUID("uid-w")
-	obj, err = p.Patch(context.Background(), obj, types.ApplyYAMLPatchType, second, bOpts)
+	obj, err = doPatch(p, obj, types.ApplyYAMLPatchType, second, bOpts)
 	if err != nil {
 		t.Fatalf("apply b: %v", err)
 	}
@@ -71,6 +70,6 @@ func TestApplyCustomResourceWithSchema(t *testing.T) {
 		t.Fatalf("spec.parts = %v, want a's and b's entries", parts)
 	}
 	bad := []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  colour: red\n")
-	_, err = p.Patch(context.Background(), obj, types.ApplyYAMLPatchType, bad, aOpts)
+	_, err = doPatch(p, obj, types.ApplyYAMLPatchType, bad, aOpts)
 	checkStatus(t, err, statusError{400, metav1.StatusReasonBadRequest, ".spec.colour: field not declared in schema"})
 }

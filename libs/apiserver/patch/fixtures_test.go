@@ -1,6 +1,7 @@
 package patch_test
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/openapi/builtin"
@@ -106,3 +108,13 @@ var (
 	cmOpts     = patch.Options{Name: "a", Namespace: "ns", FieldManager: "tester"}
 	widgetOpts = patch.Options{Name: "w", Namespace: "ns", FieldManager: "tester"}
 )
+
+// doPatch patches current with body as the REST layer does: the body is
+// checked first, then applied.
+func doPatch(p *patch.Patcher, current runtime.Object, pt types.PatchType, body []byte, opts patch.Options) (runtime.Object, error) {
+	b, err := patch.NewBody(pt, body)
+	if err != nil {
+		return nil, err
+	}
+	return p.Patch(context.Background(), current, b, opts)
+}

@@ -1,7 +1,6 @@
 package patch_test
 
 import (
-	"context"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,7 +80,7 @@ func FuzzPatch(f *testing.F) {
 				if !missing {
 					current = tg.stored.DeepCopyObject()
 				}
-				obj, err := tg.p.Patch(context.Background(), current, pt, body, opts)
+				obj, err := doPatch(tg.p, current, pt, body, opts)
 				if runtime.IsStrictDecodingError(err) {
 					if opts.FieldValidation != metav1.FieldValidationWarn || obj == nil {
 						t.Fatalf("%s: strict decoding error %v under %s, object %v", pt, err, opts.FieldValidation, obj)

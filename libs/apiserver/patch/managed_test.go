@@ -2,7 +2,6 @@ package patch_test
 
 import (
 	"bytes"
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -167,7 +166,7 @@ func TestPatchManagerFromUserAgent(t *testing.T) {
 	opts := cmOpts
 	opts.FieldManager = ""
 	opts.UserAgent = "kubectl/v1.37.2 (linux/amd64) kubernetes/abcdef"
-	out, err := p.Patch(context.Background(), storedConfigMap(t, p), types.MergePatchType, []byte(`{"data":{"x":"y"}}`), opts)
+	out, err := doPatch(p, storedConfigMap(t, p), types.MergePatchType, []byte(`{"data":{"x":"y"}}`), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

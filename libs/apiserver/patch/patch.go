@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -150,14 +149,12 @@ type Options struct {
 // message, except one: a strict decoding error (runtime.IsStrictDecodingError)
 // comes with the patched object when FieldValidation is Warn, and lists the
 // unknown and duplicate fields to return as warnings.
-func (p *Patcher) Patch(ctx context.Context, current runtime.Object, patchType types.PatchType, body []byte, opts Options) (runtime.Object, error) {
+func (p *Patcher) Patch(ctx context.Context, current runtime.Object, body *Body, opts Options) (runtime.Object, error) {
+	patchType := body.Type
 	if !p.accepts(patchType) {
 		return nil, p.unsupportedMediaType()
 	}
 	if err := validateOptions(patchType, opts); err != nil {
-		return nil, err
-	}
-	if err := validateBody(patchType, body); err != nil {
 		return nil, err
 	}
 	fm, err := p.fieldManager(opts.Subresource)
@@ -189,9 +186,9 @@ func (p *Patcher) Patch(ctx context.Context, current runtime.Object, patchType t
 	case !exists:
 		return nil, apierrors.NewNotFound(p.gr, opts.Name)
 	case patchType == types.StrategicMergePatchType:
-		patched, warnings, err = p.strategicMerge(current, body, directive)
+		patched, warnings, err = p.strategicMerge(current, body.Raw, directive)
 	default:
-		patched, warnings, err = p.jsonPatch(current, patchType, body, directive)
+		patched, warnings, err = p.jsonPatch(current, patchType, body.Raw, directive)
 	}
 	if err != nil {
 		return nil, err
@@ -237,21 +234,6 @@ func validateOptions(patchType types.PatchType, opts Options) error {
 	}
 	if errs := metavalidation.ValidatePatchOptions(po, patchType); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
-	}
-	return nil
-}
-
-// validateBody rejects a body that is not JSON (or YAML for apply) before
-// any patching, with kube-apiserver's messages.
-func validateBody(patchType types.PatchType, body []byte) error {
-	if patchType == types.ApplyYAMLPatchType {
-		if _, err := yaml.ToJSON(body); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
-		}
-		return nil
-	}
-	if !json.Valid(body) {
-		return apierrors.NewBadRequest("invalid JSON patch")
 	}
 	return nil
 }
@@ -421,9 +403,9 @@ func strategicMergeError(err error) error {
 
 // apply merges an apply configuration into live, taking ownership of the
 // fields it sets for opts.FieldManager.
-func (p *Patcher) apply(live runtime.Object, body []byte, fm *managedfields.FieldManager, opts Options, directive string) (runtime.Object, []error, error) {
+func (p *Patcher) apply(live runtime.Object, body *Body, fm *managedfields.FieldManager, opts Options, directive string) (runtime.Object, []error, error) {
 	patchObj := &unstructured.Unstructured{Object: map[string]any{}}
-	if err := yaml.Unmarshal(body, &patchObj.Object); err != nil {
+	if err := body.applyConfig(&patchObj.Object); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 	}
 	obj, err := fm.Apply(live, patchObj, opts.FieldManager, opts.Force)
@@ -436,16 +418,13 @@ func (p *Patcher) apply(live runtime.Object, body []byte, fm *managedfields.Fiel
 		// error, so say 400 with the same message.
 		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
-	if directive == metav1.FieldValidationIgnore {
+	if directive == metav1.FieldValidationIgnore || body.duplicates == nil {
 		return obj, nil, nil
 	}
-	if err := yaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
-		if directive == metav1.FieldValidationStrict {
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
-		}
-		return obj, []error{err}, nil
+	if directive == metav1.FieldValidationStrict {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", body.duplicates))
 	}
-	return obj, nil, nil
+	return obj, []error{body.duplicates}, nil
 }
 
 // checkIdentity keeps a patch from changing which object it is: a created

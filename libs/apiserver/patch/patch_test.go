@@ -1,7 +1,6 @@
 package patch_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -58,7 +57,7 @@ func TestPatchConfigMap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := p.Patch(context.Background(), storedConfigMap(t, p), tc.patchType, []byte(tc.body), cmOpts)
+			out, err := doPatch(p, storedConfigMap(t, p), tc.patchType, []byte(tc.body), cmOpts)
 			if err != nil {
 				t.Fatalf("Patch: %v", err)
 			}
@@ -112,7 +111,7 @@ func TestPatchWidget(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := p.Patch(context.Background(), storedWidget(t, p), tc.patchType, []byte(tc.body), widgetOpts)
+			out, err := doPatch(p, storedWidget(t, p), tc.patchType, []byte(tc.body), widgetOpts)
 			if err != nil {
 				t.Fatalf("Patch: %v", err)
 			}
@@ -250,7 +249,7 @@ func TestPatchErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := tc.target
-			obj, err := tg.p.Patch(context.Background(), tg.current(t, tg.p), tc.patchType, []byte(tc.body), tg.opts)
+			obj, err := doPatch(tg.p, tg.current(t, tg.p), tc.patchType, []byte(tc.body), tg.opts)
 			if err == nil {
 				t.Fatalf("Patch succeeded with %v, want an error", obj)
 			}
@@ -280,7 +279,7 @@ func TestPatchWarnings(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%q", tc.name, directive), func(t *testing.T) {
 				opts := cmOpts
 				opts.FieldValidation = directive
-				obj, err := p.Patch(context.Background(), storedConfigMap(t, p), tc.patchType, []byte(tc.body), opts)
+				obj, err := doPatch(p, storedConfigMap(t, p), tc.patchType, []byte(tc.body), opts)
 				if directive == metav1.FieldValidationIgnore {
 					if err != nil {
 						t.Fatalf("Patch: %v, want no error under Ignore", err)
@@ -299,7 +298,7 @@ func TestPatchWarnings(t *testing.T) {
 func TestApplyCreates(t *testing.T) {
 	p := newPatcher(t, configMaps(t))
 	body := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels:\n    app: web\ndata:\n  key: value\n"
-	out, err := p.Patch(context.Background(), nil, types.ApplyYAMLPatchType, []byte(body), cmOpts)
+	out, err := doPatch(p, nil, types.ApplyYAMLPatchType, []byte(body), cmOpts)
 	if err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
@@ -321,7 +320,7 @@ func TestApplyConflicts(t *testing.T) {
 	p := newPatcher(t, configMaps(t))
 	body := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  key: mine\n")
 
-	_, err := p.Patch(context.Background(), storedConfigMap(t, p), types.ApplyYAMLPatchType, body, cmOpts)
+	_, err := doPatch(p, storedConfigMap(t, p), types.ApplyYAMLPatchType, body, cmOpts)
 	checkStatus(t, err, statusError{http.StatusConflict, metav1.StatusReasonConflict,
 		`Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1: .data.key`})
 	causes := err.(apierrors.APIStatus).Status().Details.Causes
@@ -332,7 +331,7 @@ func TestApplyConflicts(t *testing.T) {
 
 	forced := cmOpts
 	forced.Force = true
-	out, err := p.Patch(context.Background(), storedConfigMap(t, p), types.ApplyYAMLPatchType, body, forced)
+	out, err := doPatch(p, storedConfigMap(t, p), types.ApplyYAMLPatchType, body, forced)
 	if err != nil {
 		t.Fatalf("forced apply: %v", err)
 	}
@@ -346,7 +345,7 @@ func TestApplyConflicts(t *testing.T) {
 
 	// Two managers in conflict on two fields: kube lists them by manager.
 	two := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels:\n    app: api\ndata:\n  key: mine\n")
-	_, err = p.Patch(context.Background(), storedConfigMap(t, p), types.ApplyYAMLPatchType, two, cmOpts)
+	_, err = doPatch(p, storedConfigMap(t, p), types.ApplyYAMLPatchType, two, cmOpts)
 	checkStatus(t, err, statusError{http.StatusConflict, metav1.StatusReasonConflict,
 		"Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using v1:\n- .data.key\n- .metadata.labels.app"})
 }
@@ -357,11 +356,11 @@ func TestApplyUpdates(t *testing.T) {
 	p := newPatcher(t, configMaps(t))
 	first := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  one: \"1\"\n  two: \"2\"\n")
 	second := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  one: \"1\"\n")
-	obj, err := p.Patch(context.Background(), storedConfigMap(t, p), types.ApplyYAMLPatchType, first, cmOpts)
+	obj, err := doPatch(p, storedConfigMap(t, p), types.ApplyYAMLPatchType, first, cmOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err = p.Patch(context.Background(), obj, types.ApplyYAMLPatchType, second, cmOpts)
+	obj, err = doPatch(p, obj, types.ApplyYAMLPatchType, second, cmOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +377,7 @@ func TestApplyStatusSubresource(t *testing.T) {
 	opts := widgetOpts
 	opts.Subresource = "status"
 	body := []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nstatus:\n  ready: false\nspec:\n  size: 9\n")
-	out, err := p.Patch(context.Background(), storedWidget(t, p), types.ApplyYAMLPatchType, body, opts)
+	out, err := doPatch(p, storedWidget(t, p), types.ApplyYAMLPatchType, body, opts)
 	if err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
@@ -391,7 +390,7 @@ func TestApplyStatusSubresource(t *testing.T) {
 		t.Errorf("managedFields = %s, want tester to own only status.ready through status", managers(u.GetManagedFields()))
 	}
 	opts.Subresource = "scale"
-	_, err = p.Patch(context.Background(), storedWidget(t, p), types.ApplyYAMLPatchType, body, opts)
+	_, err = doPatch(p, storedWidget(t, p), types.ApplyYAMLPatchType, body, opts)
 	checkStatus(t, err, statusError{404, metav1.StatusReasonNotFound, `widgets.example.com "w" not found`})
 }
 

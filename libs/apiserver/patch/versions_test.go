@@ -1,7 +1,6 @@
 package patch_test
 
 import (
-	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,7 +116,7 @@ func TestPatchThroughAServedVersion(t *testing.T) {
 		"metadata":   map[string]any{"name": "w", "namespace": "ns", "uid": "uid-w", "resourceVersion": "7"},
 		"spec":       map[string]any{"replicas": int64(3)},
 	}}
-	out, err := p.Patch(context.Background(), current, types.MergePatchType, []byte(`{"metadata":{"finalizers":["a/b"]}}`), patch.Options{Name: "w", FieldManager: "m"})
+	out, err := doPatch(p, current, types.MergePatchType, []byte(`{"metadata":{"finalizers":["a/b"]}}`), patch.Options{Name: "w", FieldManager: "m"})
 	if err != nil {
 		t.Fatalf("merge patch through v2: %v", err)
 	}

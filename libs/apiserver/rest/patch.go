@@ -2,19 +2,15 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"kplane.dev/libs/apiserver/patch"
 	"kplane.dev/libs/apiserver/requestinfo"
@@ -40,19 +36,19 @@ func (h *Handler) patch(c echo.Context, info *requestinfo.Info) error {
 	if err != nil {
 		return err
 	}
-	pt, body, opts, popts, warn := pr.pt, pr.body, pr.opts, pr.popts, pr.warn
+	body, opts, popts, warn := pr.body, pr.opts, pr.popts, pr.warn
 	w := write{
 		namespace:   info.Namespace,
 		name:        info.Name,
 		subresource: info.Subresource,
 		manager:     patch.ManagerName(opts.FieldManager, c.Request().UserAgent()),
 		dryRun:      isDryRun(opts.DryRun),
-		allowCreate: pt == types.ApplyPatchType,
+		allowCreate: body.Type == types.ApplyPatchType,
 		patched:     true,
 		options:     opts,
 	}
 	patched := func(ctx context.Context, existing runtime.Object) (runtime.Object, error) {
-		obj, err := h.patcher.Patch(ctx, existing, pt, body, popts)
+		obj, err := h.patcher.Patch(ctx, existing, body, popts)
 		if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
 			// Patch reports unknown and duplicate fields this way only
 			// under Warn.
@@ -76,26 +72,10 @@ func (h *Handler) patch(c echo.Context, info *requestinfo.Info) error {
 	return h.writeObject(c, code, out)
 }
 
-// validatePatch refuses a body that is not even well-formed in its
-// format before anything is read from storage, with kube's messages.
-func validatePatch(body []byte, pt types.PatchType) error {
-	if pt == types.ApplyPatchType {
-		if _, err := yaml.YAMLToJSON(body); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
-		}
-		return nil
-	}
-	if !json.Valid(body) {
-		return apierrors.NewBadRequest("invalid JSON patch")
-	}
-	return nil
-}
-
 // patchRequest is what a PATCH says: its type, body and options, and the
 // warnings of its answer.
 type patchRequest struct {
-	pt    types.PatchType
-	body  []byte
+	body  *patch.Body
 	opts  *metav1.PatchOptions
 	popts patch.Options
 	warn  *warnings
@@ -112,15 +92,17 @@ func (h *Handler) readPatch(c echo.Context, info *requestinfo.Info, subresource 
 	if err := decodeOptions(c, opts, "PatchOptions", func() field.ErrorList { return metavalidation.ValidatePatchOptions(opts, pt) }); err != nil {
 		return nil, err
 	}
-	body, err := readBody(c)
+	raw, err := readBody(c)
 	if err != nil {
 		return nil, err
 	}
-	if err := validatePatch(body, pt); err != nil {
+	// A body that is not even well-formed in its format is refused before
+	// anything is read from storage, as kube does.
+	body, err := patch.NewBody(pt, raw)
+	if err != nil {
 		return nil, err
 	}
 	return &patchRequest{
-		pt:   pt,
 		body: body,
 		opts: opts,
 		popts: patch.Options{

@@ -340,7 +340,7 @@ func (h *Handler) patchScale(c echo.Context, info *requestinfo.Info) error {
 	if err != nil {
 		return err
 	}
-	pt, body, opts, popts, warn := pr.pt, pr.body, pr.opts, pr.popts, pr.warn
+	body, opts, popts, warn := pr.body, pr.opts, pr.popts, pr.warn
 	w := write{
 		namespace:   info.Namespace,
 		name:        info.Name,
@@ -351,7 +351,7 @@ func (h *Handler) patchScale(c echo.Context, info *requestinfo.Info) error {
 		options:     opts,
 	}
 	patched := func(ctx context.Context, old *autoscalingv1.Scale) (runtime.Object, error) {
-		obj, err := h.scale.patcher.Patch(ctx, old, pt, body, popts)
+		obj, err := h.scale.patcher.Patch(ctx, old, body, popts)
 		if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
 			// Patch reports unknown and duplicate fields this way only
 			// under Warn.
