@@ -353,7 +353,8 @@ func (h *Handler) ignoredForGeneration(k string) bool {
 // keepManagedFieldsTimestamps restores old's managedFields when obj
 // differs from old in nothing but managedFields timestamps, so that a
 // no-op update stores the same bytes and keeps its resourceVersion, as
-// kube's IgnoreManagedFieldsTimestampsTransformer.
+// kube's IgnoreManagedFieldsTimestampsTransformer. old is the write's
+// private copy of the stored object.
 func keepManagedFieldsTimestamps(obj, old runtime.Object) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -374,14 +375,34 @@ func keepManagedFieldsTimestamps(obj, old runtime.Object) {
 			return
 		}
 	}
-	probe := obj.DeepCopyObject()
-	pm, err := meta.Accessor(probe)
-	if err != nil {
-		return
+	// obj is compared in place, with old's managedFields and
+	// resourceVersion, rather than in a copy made for every update.
+	restore := takeManagedFields(obj, old, m, had)
+	ownVersion := m.GetResourceVersion()
+	m.SetResourceVersion(om.GetResourceVersion())
+	same := equality.Semantic.DeepEqual(obj, old)
+	m.SetResourceVersion(ownVersion)
+	if !same {
+		restore()
 	}
-	pm.SetManagedFields(had)
-	pm.SetResourceVersion(om.GetResourceVersion())
-	if equality.Semantic.DeepEqual(probe, old) {
-		m.SetManagedFields(had)
+}
+
+// takeManagedFields gives obj old's managedFields and returns what puts
+// obj's own back. Unstructured objects swap their JSON form, which
+// SetManagedFields would convert each time.
+func takeManagedFields(obj, old runtime.Object, m metav1.Object, had []metav1.ManagedFieldsEntry) func() {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if ou, ok := old.(*unstructured.Unstructured); ok {
+			md, mdOK := u.Object["metadata"].(map[string]any)
+			omd, omdOK := ou.Object["metadata"].(map[string]any)
+			if mdOK && omdOK {
+				own := md["managedFields"]
+				md["managedFields"] = omd["managedFields"]
+				return func() { md["managedFields"] = own }
+			}
+		}
 	}
+	own := m.GetManagedFields()
+	m.SetManagedFields(had)
+	return func() { m.SetManagedFields(own) }
 }
