@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
-
-	"kplane.dev/libs/gctune"
 )
 
 // Options are a service's flags and what they configure.
@@ -68,8 +65,6 @@ func Run[C any, S Server](ctx context.Context, name string, args []string, out i
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
 	opts.AddFlags(fs)
-	headroom := byteSize(defaultGCHeapHeadroom)
-	fs.Var(&headroom, "gc-heap-headroom", "how much the heap may grow over what is live before the garbage collector runs, when Go's default (GOGC=100) gives less; 0 leaves Go's default. Ignored when GOGC is set")
 	if len(args) > 0 && args[0] == HealthcheckCommand {
 		return healthcheck(ctx, name, fs, args[1:], opts)
 	}
@@ -90,7 +85,6 @@ func Run[C any, S Server](ctx context.Context, name string, args []string, out i
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	gctune.Start(ctx, int64(headroom))
 	srv, err := build(cfg)
 	if err != nil {
 		return err
@@ -133,30 +127,3 @@ func checkFlags(name string, fs *pflag.FlagSet, args []string, opts any) error {
 	}
 	return nil
 }
-
-// defaultGCHeapHeadroom is --gc-heap-headroom's default: a service with a
-// small live heap then collects about as often as one with 64 MiB live,
-// for at most 64 MiB more memory (measurements in issue 14).
-const defaultGCHeapHeadroom = 64 << 20
-
-// byteSize is a flag of a size in bytes written as a Kubernetes quantity
-// (64Mi, 100M, 0).
-type byteSize int64
-
-func (b *byteSize) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return err
-	}
-	if q.Sign() < 0 {
-		return fmt.Errorf("%s is negative", s)
-	}
-	*b = byteSize(q.Value())
-	return nil
-}
-
-func (b *byteSize) String() string {
-	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
-}
-
-func (b *byteSize) Type() string { return "quantity" }

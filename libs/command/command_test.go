@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -44,10 +42,6 @@ func TestRun(t *testing.T) {
 		{args: []string{}, wantErr: "--name is required"},
 		{args: []string{"--nope"}, wantErr: "unknown flag: --nope"},
 		{args: []string{"--help"}, wantOut: "--name string"},
-		{args: []string{"--help"}, wantOut: "--gc-heap-headroom quantity"},
-		{args: []string{"--name=a", "--gc-heap-headroom=0"}, wantRan: "a"},
-		{args: []string{"--name=a", "--gc-heap-headroom=-1Mi"}, wantErr: `invalid argument "-1Mi" for "--gc-heap-headroom" flag: -1Mi is negative`},
-		{args: []string{"--name=a", "--gc-heap-headroom=lots"}, wantErr: `invalid argument "lots" for "--gc-heap-headroom" flag`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -172,45 +166,6 @@ func (v *validating) Validate() []error {
 // TestCheckFlags: the check-flags subcommand parses with the binary's own
 // flags and validates without building a server, so a command line with a
 // misspelled flag, a missing required one or a stray argument is refused.
-// gcServer runs until the garbage collector's GOGC is no longer Go's
-// default.
-type gcServer struct{}
-
-func (gcServer) Run(ctx context.Context) error {
-	for gogc() == 100 {
-		runtime.GC()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return nil
-}
-
-func gogc() uint64 {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// A service's heap may grow by --gc-heap-headroom over what is live, for
-// as long as it runs.
-func TestGCHeapHeadroom(t *testing.T) {
-	t.Setenv("GOGC", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := command.Run(ctx, "test", []string{"--name=a", "--gc-heap-headroom=1Gi"}, io.Discard, &options{}, func(string) (gcServer, error) { return gcServer{}, nil })
-	if err != nil {
-		t.Fatalf("GOGC stayed at 100 with a headroom of 1Gi: %v", err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); gogc() != 100; runtime.GC() {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC = %d after Run returned, want Go's default back", gogc())
-		}
-	}
-}
-
 func TestCheckFlags(t *testing.T) {
 	build := func(string) (server, error) {
 		t.Fatal("a flag check built a server")
@@ -225,8 +180,6 @@ func TestCheckFlags(t *testing.T) {
 		{args: []string{"--nmae=a"}, wantErr: "unknown flag: --nmae"},
 		{args: []string{}, wantErr: "invalid options: --name is required"},
 		{args: []string{"--name=a", "b"}, wantErr: `arguments that are not flags: ["b"]`},
-		{args: []string{"--name=a", "--gc-heap-headroom=100M"}},
-		{args: []string{"--name=a", "--gc-heap-headroom=-1"}, wantErr: `invalid argument "-1" for "--gc-heap-headroom" flag: -1 is negative`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
