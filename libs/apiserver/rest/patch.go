@@ -72,8 +72,8 @@ func (h *Handler) patch(c echo.Context, info *requestinfo.Info) error {
 	return h.writeObject(c, code, out)
 }
 
-// patchRequest is what a PATCH says: its type, body and options, and the
-// warnings of its answer.
+// patchRequest is what a PATCH says: its body (which knows its type) and
+// options, and the warnings of its answer.
 type patchRequest struct {
 	body  *patch.Body
 	opts  *metav1.PatchOptions
