@@ -51,8 +51,70 @@ func TestMeasureCPU(t *testing.T) {
 	if sample.CPUMicrosPerOp < 100 || sample.CPUMicrosPerOp > 12000 {
 		t.Errorf("CPU per op %.0f µs, want between 100 and 12,000 (a spinning process over a second, 100 ops)", sample.CPUMicrosPerOp)
 	}
+	// All of it is the one program's, named as its binary is.
+	name := filepath.Base(os.Args[0])
+	if got := sample.CPUMicrosPerOpByProgram; len(got) != 1 || got[name] != sample.CPUMicrosPerOp {
+		t.Errorf("CPU by program %v, want all %.0f µs under %q", got, sample.CPUMicrosPerOp, name)
+	}
 	if got := measureCPU(nil, func() Sample { return Sample{Ops: 1} }); got.CPUMicrosPerOp != 0 {
 		t.Errorf("a side without processes measured %.0f µs per op", got.CPUMicrosPerOp)
+	}
+}
+
+// TestProgram names a process's program by its first argument's last
+// element, whatever its arguments.
+func TestProgram(t *testing.T) {
+	for cmdline, want := range map[string]string{
+		"/tmp/bin/kplane-core\x00--listen-address=127.0.0.1:7444\x00": "kplane-core",
+		"etcd\x00--data-dir\x00/tmp/a b/etcd\x00":                     "etcd",
+		"./bin/kplane-up": "kplane-up",
+	} {
+		if got := program([]byte(cmdline)); got != want {
+			t.Errorf("program(%q) = %q, want %q", cmdline, got, want)
+		}
+	}
+}
+
+// TestCPUByProgram: each program's CPU per operation is its median over
+// the measured rounds, a round without it counting as zero, and the
+// table lists the programs of each side, the most costly first, leaving
+// out those under 1% of the side's.
+func TestCPUByProgram(t *testing.T) {
+	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 3}
+	for _, s := range []struct {
+		side      int
+		byProgram map[string]float64
+	}{
+		{0, map[string]float64{"kplane-core": 300, "kplane-gateway": 100, "kplane-authn": 1}},
+		{0, map[string]float64{"kplane-core": 350, "kplane-gateway": 150, "kplane-authn": 1}},
+		{0, map[string]float64{"kplane-core": 400, "kplane-authn": 1}},
+		{1, map[string]float64{"kube-apiserver": 500, "etcd": 200}},
+		{1, map[string]float64{"kube-apiserver": 600, "etcd": 300}},
+		{1, map[string]float64{"kube-apiserver": 700, "etcd": 250}},
+	} {
+		var total float64
+		for _, v := range s.byProgram {
+			total += v
+		}
+		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: total, CPUMicrosPerOpByProgram: s.byProgram})
+	}
+	r.summarize()
+	a, b := r.Workloads[0].Sides[0].CPUMicrosPerOpByProgram, r.Workloads[0].Sides[1].CPUMicrosPerOpByProgram
+	if a["kplane-core"] != 350 || a["kplane-gateway"] != 100 || a["kplane-authn"] != 1 || b["kube-apiserver"] != 600 || b["etcd"] != 250 {
+		t.Errorf("medians by program: A %v, B %v; want core 350, gateway 100, authn 1; kube-apiserver 600, etcd 250", a, b)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	for _, want := range []string{"A  kplane-core 350, kplane-gateway 100\n", "B  kube-apiserver 600, etcd 250\n"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table without %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "kplane-authn") {
+		t.Errorf("table lists a program under 1%% of its side's CPU:\n%s", table)
 	}
 }
 

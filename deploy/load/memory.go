@@ -83,16 +83,32 @@ func (p *processes) sample() (usage, int, error) {
 	return sum, n, err
 }
 
-// cpuSeconds sums the CPU time, user and system, that every matching
-// process but this one has used since it started.
-func (p *processes) cpuSeconds() (float64, error) {
-	var sum float64
+// cpuSeconds returns the CPU time, user and system, that every matching
+// process but this one has used since it started, summed by program:
+// the last element of the process's first argument ("kplane-core",
+// "etcd"), so that replicas of one program count together.
+func (p *processes) cpuSeconds() (map[string]float64, error) {
+	sum := map[string]float64{}
 	_, err := p.each(func(dir string) error {
 		s, err := readCPUSeconds(dir)
-		sum += s
-		return err
+		if err != nil {
+			return err
+		}
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil {
+			return err
+		}
+		sum[program(cmdline)] += s
+		return nil
 	})
 	return sum, err
+}
+
+// program names the program of a process from its NUL-separated command
+// line.
+func program(cmdline []byte) string {
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+	return filepath.Base(string(argv0))
 }
 
 // each calls f with the /proc directory of every matching process but

@@ -1,9 +1,13 @@
 package load
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -60,20 +64,24 @@ type Sample struct {
 	P50Ms        float64 `json:"p50Ms"`
 	P99Ms        float64 `json:"p99Ms"`
 	// CPUMicrosPerOp is the CPU time the side's processes used in the
-	// round over its operations, when they were named (--processes).
-	CPUMicrosPerOp float64 `json:"cpuMicrosPerOp,omitempty"`
+	// round over its operations, when they were named (--processes);
+	// CPUMicrosPerOpByProgram splits it by program, which tells which
+	// process of a server a difference lies in.
+	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
+	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
 }
 
 // Side is one side's results of a workload: medians over its rounds.
 type Side struct {
-	Target         string   `json:"target"`
-	OpsPerSecond   float64  `json:"opsPerSecond"`
-	P50Ms          float64  `json:"p50Ms"`
-	P99Ms          float64  `json:"p99Ms"`
-	CPUMicrosPerOp float64  `json:"cpuMicrosPerOp,omitempty"`
-	Errors         int      `json:"errors"`
-	FirstError     string   `json:"firstError,omitempty"`
-	Rounds         []Sample `json:"rounds"`
+	Target                  string             `json:"target"`
+	OpsPerSecond            float64            `json:"opsPerSecond"`
+	P50Ms                   float64            `json:"p50Ms"`
+	P99Ms                   float64            `json:"p99Ms"`
+	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
+	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
+	Errors                  int                `json:"errors"`
+	FirstError              string             `json:"firstError,omitempty"`
+	Rounds                  []Sample           `json:"rounds"`
 }
 
 // Workload is a workload's results on every side; Ratio is A's median
@@ -156,6 +164,7 @@ func (r *Report) summarize() {
 			side.OpsPerSecond, side.P50Ms, side.P99Ms = Median(ops), Median(p50), Median(p99)
 			if len(cpu) > 0 {
 				side.CPUMicrosPerOp = Median(cpu)
+				side.CPUMicrosPerOpByProgram = medianByProgram(side.Rounds)
 			}
 		}
 		if len(w.Sides) == 2 {
@@ -167,6 +176,34 @@ func (r *Report) summarize() {
 			}
 		}
 	}
+}
+
+// medianByProgram is each program's median CPU time per operation over
+// the rounds that measured any; a round in which a program used none
+// counts as zero for it.
+func medianByProgram(rounds []Sample) map[string]float64 {
+	perRound := map[string][]float64{}
+	measured := 0
+	for _, s := range rounds {
+		if s.CPUMicrosPerOp <= 0 {
+			continue
+		}
+		for name := range s.CPUMicrosPerOpByProgram {
+			perRound[name] = nil
+		}
+		measured++
+	}
+	out := make(map[string]float64, len(perRound))
+	for name := range perRound {
+		values := make([]float64, 0, measured)
+		for _, s := range rounds {
+			if s.CPUMicrosPerOp > 0 {
+				values = append(values, s.CPUMicrosPerOpByProgram[name])
+			}
+		}
+		out[name] = Median(values)
+	}
+	return out
 }
 
 // Errors is the number of failed operations over all workloads and sides.
@@ -242,6 +279,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeCPUByProgram(out); err != nil {
+		return err
+	}
 	if err := r.writeMemory(out); err != nil {
 		return err
 	}
@@ -273,6 +313,44 @@ func orDash(v float64, format string) string {
 		return "-"
 	}
 	return fmt.Sprintf(format, v)
+}
+
+// byProgramShare is the share of a side's CPU time per operation below
+// which a program is left out of the table (JSON has every program).
+const byProgramShare = 0.01
+
+// writeCPUByProgram writes, for each workload and side whose CPU was
+// measured, the median CPU time per operation of each program, the most
+// costly first.
+func (r *Report) writeCPUByProgram(out io.Writer) error {
+	if !r.cpuMeasured() {
+		return nil
+	}
+	fmt.Fprintf(out, "\ncpu us/op by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, w := range r.Workloads {
+		for _, s := range w.Sides {
+			if len(s.CPUMicrosPerOpByProgram) == 0 {
+				continue
+			}
+			names := slices.Collect(maps.Keys(s.CPUMicrosPerOpByProgram))
+			slices.SortFunc(names, func(a, b string) int {
+				return cmp.Or(cmp.Compare(s.CPUMicrosPerOpByProgram[b], s.CPUMicrosPerOpByProgram[a]), cmp.Compare(a, b))
+			})
+			var parts []string
+			var total float64
+			for _, n := range names {
+				total += s.CPUMicrosPerOpByProgram[n]
+			}
+			for _, n := range names {
+				if v := s.CPUMicrosPerOpByProgram[n]; v >= byProgramShare*total {
+					parts = append(parts, fmt.Sprintf("%s %.0f", n, v))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, s.Target, strings.Join(parts, ", "))
+		}
+	}
+	return tw.Flush()
 }
 
 // writeMemory writes the memory table: a row per side, then A/B when both

@@ -269,21 +269,33 @@ func (o *Options) sideProcesses(targets []Target) []*processes {
 }
 
 // measureCPU runs a round and, when its side's processes are named, sets
-// the CPU time they used in it per operation. A process that starts or
-// ends during the round skews it; one that cannot be read leaves the
-// round unmeasured.
+// the CPU time they used in it per operation, in all and by program. A
+// process that starts or ends during the round skews it; one that cannot
+// be read leaves the round unmeasured.
 func measureCPU(p *processes, round func() Sample) Sample {
 	if p == nil {
 		return round()
 	}
 	before, err := p.cpuSeconds()
 	sample := round()
-	if err != nil {
+	if err != nil || sample.Ops == 0 {
 		return sample
 	}
 	after, err := p.cpuSeconds()
-	if err == nil && sample.Ops > 0 && after > before {
-		sample.CPUMicrosPerOp = (after - before) * 1e6 / float64(sample.Ops)
+	if err != nil {
+		return sample
+	}
+	var total float64
+	byProgram := map[string]float64{}
+	for name, s := range after {
+		if d := s - before[name]; d > 0 {
+			byProgram[name] = d * 1e6 / float64(sample.Ops)
+			total += d
+		}
+	}
+	if total > 0 {
+		sample.CPUMicrosPerOp = total * 1e6 / float64(sample.Ops)
+		sample.CPUMicrosPerOpByProgram = byProgram
 	}
 	return sample
 }
