@@ -73,7 +73,7 @@ func newProcesses(target, pattern string) (*processes, error) {
 // process that ends while it is read is left out.
 func (p *processes) sample() (usage, int, error) {
 	var sum usage
-	n, err := p.each(func(dir string) error {
+	n, err := p.each(func(dir string, _ []byte) error {
 		u, err := readUsage(dir)
 		if err == nil {
 			sum.add(u)
@@ -89,12 +89,8 @@ func (p *processes) sample() (usage, int, error) {
 // "etcd"), so that replicas of one program count together.
 func (p *processes) cpuSeconds() (map[string]float64, error) {
 	sum := map[string]float64{}
-	_, err := p.each(func(dir string) error {
+	_, err := p.each(func(dir string, cmdline []byte) error {
 		s, err := readCPUSeconds(dir)
-		if err != nil {
-			return err
-		}
-		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil {
 			return err
 		}
@@ -111,10 +107,10 @@ func program(cmdline []byte) string {
 	return filepath.Base(string(argv0))
 }
 
-// each calls f with the /proc directory of every matching process but
-// this one and returns how many it read; a process that f fails to read,
+// each calls f with the /proc directory and the command line of every
+// matching process but this one and returns how many it read; a process that f fails to read,
 // as one that ends meanwhile, is left out.
-func (p *processes) each(f func(dir string) error) (int, error) {
+func (p *processes) each(f func(dir string, cmdline []byte) error) (int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return 0, err
@@ -132,7 +128,7 @@ func (p *processes) each(f func(dir string) error) (int, error) {
 		if !p.match.Match(bytes.TrimRight(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), " ")) {
 			continue
 		}
-		if f(dir) == nil {
+		if f(dir, cmdline) == nil {
 			n++
 		}
 	}
