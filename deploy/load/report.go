@@ -182,24 +182,21 @@ func (r *Report) summarize() {
 // the rounds that measured any; a round in which a program used none
 // counts as zero for it.
 func medianByProgram(rounds []Sample) map[string]float64 {
-	perRound := map[string][]float64{}
-	measured := 0
+	var measured []Sample
+	names := map[string]bool{}
 	for _, s := range rounds {
-		if s.CPUMicrosPerOp <= 0 {
-			continue
-		}
-		for name := range s.CPUMicrosPerOpByProgram {
-			perRound[name] = nil
-		}
-		measured++
-	}
-	out := make(map[string]float64, len(perRound))
-	for name := range perRound {
-		values := make([]float64, 0, measured)
-		for _, s := range rounds {
-			if s.CPUMicrosPerOp > 0 {
-				values = append(values, s.CPUMicrosPerOpByProgram[name])
+		if s.CPUMicrosPerOp > 0 {
+			measured = append(measured, s)
+			for name := range s.CPUMicrosPerOpByProgram {
+				names[name] = true
 			}
+		}
+	}
+	out := make(map[string]float64, len(names))
+	for name := range names {
+		values := make([]float64, len(measured))
+		for i, s := range measured {
+			values[i] = s.CPUMicrosPerOpByProgram[name]
 		}
 		out[name] = Median(values)
 	}
