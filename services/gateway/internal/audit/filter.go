@@ -143,6 +143,10 @@ type record struct {
 	contentType       string
 }
 
+// eventSize is room for a typical event at Metadata level, so that
+// encoding it seldom grows the buffer.
+const eventSize = 1536
+
 // emit sends the event at stage unless the policy omits it; the caller
 // holds mu or is the only one using rec.
 func (rec *record) emit(stage auditv1.Stage) {
@@ -153,7 +157,7 @@ func (rec *record) emit(stage auditv1.Stage) {
 	ev.Stage = stage
 	ev.StageTimestamp = metav1.NewMicroTime(rec.a.clock.Now())
 	rec.ra.fill(&ev)
-	data, err := json.Marshal(&ev)
+	data, err := appendEvent(make([]byte, 0, eventSize), &ev)
 	if err != nil {
 		// No backend gets the event: each counts it as failed.
 		rec.a.log.Error("encode audit event", "auditID", ev.AuditID, "err", err)
