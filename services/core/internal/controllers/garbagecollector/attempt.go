@@ -67,7 +67,7 @@ func (r *run) attemptToDeleteItem(ctx context.Context, uid types.UID) error {
 			}
 		}
 		r.c.log.Info("deleting in the foreground, an owner waits for its dependents", "object", cur.String())
-		return r.delete(ctx, cur, metav1.DeletePropagationForeground)
+		return r.delete(ctx, cur, metav1.DeletePropagationForeground, latest.ResourceVersion)
 	default:
 		policy := metav1.DeletePropagationBackground
 		switch {
@@ -77,7 +77,7 @@ func (r *run) attemptToDeleteItem(ctx context.Context, uid types.UID) error {
 			policy = metav1.DeletePropagationForeground
 		}
 		r.c.log.Info("deleting an object whose owners are all gone", "object", cur.String(), "propagationPolicy", string(policy))
-		return r.delete(ctx, cur, policy)
+		return r.delete(ctx, cur, policy, latest.ResourceVersion)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,14 +25,38 @@ func (r *run) get(ctx context.Context, gvr schema.GroupVersionResource, namespac
 	return m, nil
 }
 
-// delete deletes n provided it is still the object of n's UID.
-func (r *run) delete(ctx context.Context, n *node, policy metav1.DeletionPropagation) error {
+// delete deletes n, read at resourceVersion rv, provided it is still the
+// object of n's UID. As kube's collector does, it first asks that the
+// object be as it was read, since the decision rested on its owner
+// references then and another worker may have changed them meanwhile
+// (orphaning removes them). When something else changed, it deletes on
+// the UID alone; when the references changed, it considers the object
+// again instead.
+func (r *run) delete(ctx context.Context, n *node, policy metav1.DeletionPropagation, rv string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
-	err := r.c.clients.Metadata.Resource(n.resource).Namespace(n.namespace).Delete(ctx, n.name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &n.uid},
-		PropagationPolicy: &policy,
-	})
+	client := r.c.clients.Metadata.Resource(n.resource).Namespace(n.namespace)
+	pre := metav1.Preconditions{UID: &n.uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	err := client.Delete(ctx, n.name, metav1.DeleteOptions{Preconditions: &pre, PropagationPolicy: &policy})
+	if apierrors.IsConflict(err) && rv != "" {
+		live, err := client.Get(ctx, n.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read %s again after a conflict: %w", n, err)
+		case live.UID != n.uid:
+			return nil
+		case !equality.Semantic.DeepEqual(live.OwnerReferences, n.owners):
+			r.c.log.Info("owner references changed since the object was read; considering it again", "object", n.String())
+			r.deleteQ.Add(n.uid)
+			return nil
+		}
+		return r.delete(ctx, n, policy, "")
+	}
 	// Gone already, or replaced by another object of the same name,
 	// which is not this one's to delete.
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
