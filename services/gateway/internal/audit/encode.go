@@ -8,6 +8,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
@@ -81,16 +82,15 @@ func appendEvent(b []byte, ev *auditv1.Event) ([]byte, error) {
 			return b, err
 		}
 	}
-	for _, o := range []struct {
+	for _, o := range [...]struct {
 		name string
-		v    any
-		set  bool
-	}{{"requestObject", ev.RequestObject, ev.RequestObject != nil}, {"responseObject", ev.ResponseObject, ev.ResponseObject != nil}} {
-		if !o.set {
+		obj  *runtime.Unknown
+	}{{"requestObject", ev.RequestObject}, {"responseObject", ev.ResponseObject}} {
+		if o.obj == nil {
 			continue
 		}
 		field(o.name)
-		data, err := json.Marshal(o.v)
+		data, err := json.Marshal(o.obj)
 		if err != nil {
 			return b, err
 		}

@@ -42,12 +42,12 @@ func (r *run) delete(ctx context.Context, n *node, policy metav1.DeletionPropaga
 	}
 	err := client.Delete(ctx, n.name, metav1.DeleteOptions{Preconditions: &pre, PropagationPolicy: &policy})
 	if apierrors.IsConflict(err) && rv != "" {
-		live, err := client.Get(ctx, n.name, metav1.GetOptions{})
+		live, err := r.get(ctx, n.resource, n.namespace, n.name)
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil
 		case err != nil:
-			return fmt.Errorf("read %s again after a conflict: %w", n, err)
+			return fmt.Errorf("after a conflict: %w", err)
 		case live.UID != n.uid:
 			return nil
 		case !equality.Semantic.DeepEqual(live.OwnerReferences, n.owners):
