@@ -112,12 +112,19 @@ func validateWidget(obj runtime.Object) field.ErrorList {
 // handler built with opts.
 func newWriteFixture(tb testing.TB, opts ...rest.Option) *writeFixture {
 	tb.Helper()
+	return newWrappedFixture(tb, func(s storage.Interface) storage.Interface { return s }, opts...)
+}
+
+// newWrappedFixture is newWriteFixture with each resource's store wrapped
+// by wrap, as a watch cache wraps it.
+func newWrappedFixture(tb testing.TB, wrap func(storage.Interface) storage.Interface, opts ...rest.Option) *writeFixture {
+	tb.Helper()
 	client := etcdtest.Start(tb).Client(tb)
 	f := &writeFixture{stores: map[string]storage.Interface{}, keys: map[string]storage.Keys{}}
 	handlers := map[string]*rest.Handler{}
 	for _, r := range []*resource.Resource{configMapResource(tb), widgetResource(), namespaceResource(tb)} {
 		gvr := r.GroupVersionResource
-		store := etcd3.New(client, r.Objects, r.Objects.New)
+		store := wrap(etcd3.New(client, r.Objects, r.Objects.New))
 		keys := storage.NewKeys("/kplane", gvr.Group, gvr.Resource)
 		h, err := rest.New(r, store, keys, opts...)
 		if err != nil {
