@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -93,8 +94,10 @@ func WithBookmarkInterval(d time.Duration) Option {
 	return func(c *config) { c.bookmarkInterval = d }
 }
 
-// WithProgressRequestInterval sets how often a read waiting for the cache
-// asks etcd for a progress notification again (default 100ms).
+// WithProgressRequestInterval sets the progress interval (default 10ms):
+// a read waiting for the cache of a resource that had an event within it
+// waits that long before asking etcd for a progress notification, and
+// asks again every interval; one cache asks at most once an interval.
 func WithProgressRequestInterval(d time.Duration) Option {
 	return func(c *config) { c.progressInterval = d }
 }
@@ -143,6 +146,9 @@ type Cacher struct {
 	targets []*watcher
 	// snaps serve the continues of paged lists (see pages.go).
 	snaps snapshots
+	// progressAt is when the cache last asked etcd for progress (unix
+	// nanoseconds).
+	progressAt atomic.Int64
 }
 
 var _ storage.Interface = (*Cacher)(nil)
@@ -157,7 +163,7 @@ func New(store Store, newObj func() runtime.Object, prefix string, opts ...Optio
 		freshHistory:     75 * time.Second,
 		waitTimeout:      3 * time.Second,
 		bookmarkInterval: time.Minute,
-		progressInterval: 100 * time.Millisecond,
+		progressInterval: 10 * time.Millisecond,
 		watcherBuffer:    100,
 		slowWatcherGrace: 250 * time.Millisecond,
 		retryInterval:    time.Second,
@@ -431,28 +437,41 @@ func (c *Cacher) waitFor(ctx context.Context, key string, rv int64) error {
 // waitUntil waits up to the wait timeout for the cache to be ready at rv or
 // later, asking etcd for progress notifications meanwhile so that an idle
 // resource's cache learns that etcd's revision moved on.
+//
+// A resource that had an event within the progress interval is not asked
+// at once: its next event carries a newer revision and comes in a few
+// milliseconds, while a progress request makes etcd answer on every watch
+// of the stream, each cacher's and the change feed's. A read still
+// waiting after the interval asks, and again every interval; the reads
+// waiting on one cache share one request per interval (requestProgress).
+// When every read under a write load asked at once, as each delete's did,
+// the requests and their answers took a third of core's CPU.
 func (c *Cacher) waitUntil(ctx context.Context, rv int64) (bool, error) {
 	defer func(start time.Time) { c.cfg.metrics.ReadWait(time.Since(start)) }(time.Now())
 	deadline := time.NewTimer(c.cfg.waitTimeout)
 	defer deadline.Stop()
-	var again <-chan time.Time
+	var again *time.Timer
+	var againC <-chan time.Time
 	for {
 		c.mu.RLock()
-		current, ready, advanced := c.st.rv, c.st.ready, c.st.advanced
+		current, ready, advanced, lastEvent := c.st.rv, c.st.ready, c.st.advanced, c.st.lastEvent
 		c.mu.RUnlock()
 		if ready && current >= rv {
 			return true, nil
 		}
 		if ready && again == nil {
-			ticker := time.NewTicker(c.cfg.progressInterval)
-			defer ticker.Stop()
-			again = ticker.C
-			c.requestProgress(ctx)
+			if time.Since(lastEvent) >= c.cfg.progressInterval {
+				c.requestProgress(ctx)
+			}
+			again = time.NewTimer(c.cfg.progressInterval)
+			defer again.Stop()
+			againC = again.C
 		}
 		select {
 		case <-advanced:
-		case <-again:
+		case <-againC:
 			c.requestProgress(ctx)
+			again.Reset(c.cfg.progressInterval)
 		case <-deadline.C:
 			return false, nil
 		case <-ctx.Done():
@@ -461,7 +480,15 @@ func (c *Cacher) waitUntil(ctx context.Context, rv int64) (bool, error) {
 	}
 }
 
+// requestProgress asks etcd for a progress notification, unless this
+// cache asked less than a progress interval ago: that answer is on its
+// way to every read waiting.
 func (c *Cacher) requestProgress(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := c.progressAt.Load()
+	if now-last < int64(c.cfg.progressInterval) || !c.progressAt.CompareAndSwap(last, now) {
+		return
+	}
 	if err := c.store.RequestWatchProgress(ctx); err != nil {
 		c.cfg.logger.DebugContext(ctx, "request watch progress", "prefix", c.prefix, "error", err)
 	}

@@ -1,10 +1,12 @@
 package cacher_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"kplane.dev/libs/etcdtest"
@@ -677,5 +680,64 @@ func TestConsistentGetIsServedFromMemory(t *testing.T) {
 	}
 	if got := obj.(*corev1.ConfigMap).ResourceVersion; got != strconv.FormatInt(rv, 10) {
 		t.Fatalf("consistent get after a write at %d: resourceVersion %s", rv, got)
+	}
+}
+
+// TestConsistentReadsOfABusyResourceWaitForItsEvents: reads that wait for
+// the cache of a resource being written wait for its next events rather
+// than ask etcd for progress notifications, which every watch on the
+// stream answers.
+func TestConsistentReadsOfABusyResourceWaitForItsEvents(t *testing.T) {
+	f := newFixture(t, nil)
+	f.synced(f.create("ns", "a", nil, "0"))
+	ctx, stop := context.WithCancel(f.ctx)
+	var wg sync.WaitGroup
+	failed := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				_, err := f.cacher.GuaranteedUpdate(ctx, f.keys.Object("ns", "a"), nil, func(existing runtime.Object) (runtime.Object, error) {
+					cm := existing.(*corev1.ConfigMap)
+					cm.Data = map[string]string{"v": fmt.Sprint(w, "-", i)}
+					return cm, nil
+				})
+				if err != nil && ctx.Err() == nil {
+					failed <- err
+					return
+				}
+			}
+		})
+	}
+	// Each write is a revision the cache is behind by, for the few
+	// milliseconds its event takes: most reads have to wait.
+	const readers, reads = 8, 100
+	before := f.store.progress.Load()
+	var rg sync.WaitGroup
+	readFailed := make(chan error, readers)
+	for range readers {
+		rg.Go(func() {
+			for range reads {
+				if _, err := f.cacher.Get(f.ctx, f.keys.Object("ns", "a"), storage.GetOptions{}); err != nil {
+					readFailed <- err
+					return
+				}
+			}
+		})
+	}
+	rg.Wait()
+	stop()
+	wg.Wait()
+	close(failed)
+	close(readFailed)
+	for err := range failed {
+		t.Fatalf("update: %v", err)
+	}
+	for err := range readFailed {
+		t.Fatalf("consistent get: %v", err)
+	}
+	asked := f.store.progress.Load() - before
+	t.Logf("%d consistent gets asked for progress %d times", readers*reads, asked)
+	if asked > readers*reads/100 {
+		t.Fatalf("%d consistent gets of a resource being written asked for progress %d times, want at most %d", readers*reads, asked, readers*reads/100)
 	}
 }

@@ -29,11 +29,11 @@ import (
 const wait = 10 * time.Second
 
 // spyStore is the real etcd3 store with a window on the cacher's use of
-// it: it counts lists and gets and lets a test cut the cacher's underlying watch and
+// it: it counts lists, gets and progress requests, and lets a test cut the cacher's underlying watch and
 // hold back the next one.
 type spyStore struct {
 	*etcd3.Store
-	lists, gets atomic.Int64
+	lists, gets, progress atomic.Int64
 
 	mu      sync.Mutex
 	watches []watch.Interface
@@ -48,6 +48,11 @@ func (s *spyStore) List(ctx context.Context, prefix string, opts storage.ListOpt
 func (s *spyStore) Get(ctx context.Context, key string, opts storage.GetOptions) (runtime.Object, error) {
 	s.gets.Add(1)
 	return s.Store.Get(ctx, key, opts)
+}
+
+func (s *spyStore) RequestWatchProgress(ctx context.Context) error {
+	s.progress.Add(1)
+	return s.Store.RequestWatchProgress(ctx)
 }
 
 func (s *spyStore) Watch(ctx context.Context, prefix string, opts storage.WatchOptions) (watch.Interface, error) {

@@ -195,6 +195,7 @@ func (c *Cacher) apply(ev watch.Event) error {
 	}
 	c.st.push(e)
 	c.st.rv = rv
+	c.st.lastEvent = e.at
 	c.st.signal()
 	c.targets = c.targets[:0]
 	for w := range c.watchers {

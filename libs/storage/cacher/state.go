@@ -79,6 +79,8 @@ type state struct {
 	// advanced is closed and replaced whenever rv or ready changes, so
 	// waiters can select on it together with a deadline.
 	advanced chan struct{}
+	// lastEvent is when the last change was applied.
+	lastEvent time.Time
 }
 
 func newState(history, maxHistory int, fresh time.Duration) state {
