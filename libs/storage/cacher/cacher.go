@@ -444,8 +444,8 @@ func (c *Cacher) waitFor(ctx context.Context, key string, rv int64) error {
 // of the stream, each cacher's and the change feed's. A read still
 // waiting after the interval asks, and again every interval; the reads
 // waiting on one cache share one request per interval (requestProgress).
-// When every read under a write load asked at once, as each delete's did,
-// the requests and their answers took a third of core's CPU.
+// Before, every read that found the cache behind asked at once, so under
+// a write load etcd answered on every watch at the rate of the reads.
 func (c *Cacher) waitUntil(ctx context.Context, rv int64) (bool, error) {
 	defer func(start time.Time) { c.cfg.metrics.ReadWait(time.Since(start)) }(time.Now())
 	deadline := time.NewTimer(c.cfg.waitTimeout)
