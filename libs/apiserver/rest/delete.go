@@ -154,7 +154,7 @@ var errDeleteNow = errors.New("delete now")
 //
 // Kube reads the object from etcd first. deleteObject first decides on
 // the object in the watch cache and writes only if the object is still
-// exactly that state (see deleteCached), which costs no read of etcd; the
+// exactly that state (see deleteFrom), which costs no read of etcd; the
 // cache is rarely behind, and when it is, the delete is decided again on
 // the latest state.
 func (h *Handler) deleteObject(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
@@ -178,8 +178,10 @@ var errCacheBehind = errors.New("the watch cache may be behind")
 // been decided otherwise on the latest state (a precondition of the
 // client's that does not hold, an admission denial, the object changed
 // since) fails with errCacheBehind; an admission denial stands if the
-// state was the latest. Without the read of etcd, a delete
-// under load took 7% less of core's CPU and etcd one range request less.
+// state was the latest. Without the consistent read (etcd's revision,
+// then a wait for the cache to reach it), core's CPU per delete under
+// load fell from 916 to 705 µs at 1,000 ConfigMaps and from 970 to 562 µs
+// at 100,000.
 func (h *Handler) deleteFrom(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions, cached bool) (runtime.Object, bool, error) {
 	key := h.keys.Object(namespace, name)
 	gr := h.r.GroupResource()
