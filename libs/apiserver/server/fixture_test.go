@@ -62,6 +62,8 @@ type fixture struct {
 	url    string
 	srv    *server.Server
 	etcd   *clientv3.Client
+	// prefix is where the server's keys start in etcd.
+	prefix string
 	config *restclient.Config
 	// stores holds each resource's store as the server built it.
 	mu     sync.Mutex
@@ -86,6 +88,7 @@ func newFixtureOf(t testing.TB, kind storeKind, res []*resource.Resource, extra 
 	f.res = res
 
 	prefix := fmt.Sprintf("/%s", t.Name())
+	f.prefix = prefix
 	base := server.EtcdStores(client, prefix, nil)
 	if kind == cached {
 		base = server.CachedEtcdStores(client, prefix, nil, nil, cacher.WithBookmarkInterval(100*time.Millisecond))

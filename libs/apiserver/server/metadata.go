@@ -32,18 +32,24 @@ import (
 // The reads are the controller's, not a user's: no authorization or
 // admission applies, as none applies to what a watch cache reads. The
 // objects it returns are the caller's own.
-func (s *Server) Metadata(remote metadata.Interface) metadata.Interface {
-	return &localMetadata{s: s, remote: remote}
+func (s *Server) Metadata(remote metadata.Interface, opts ...MetadataOption) metadata.Interface {
+	m := &localMetadata{s: s, remote: remote}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
 }
 
 type localMetadata struct {
 	s      *Server
 	remote metadata.Interface
+	// custom, when set, finds custom resources in etcd.
+	custom *customResources
 }
 
 func (m *localMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
 	remote := m.remote.Resource(gvr)
-	return &localGetter{localResource: localResource{ResourceInterface: remote, s: m.s, gvr: gvr}, remote: remote}
+	return &localGetter{localResource: localResource{ResourceInterface: remote, s: m.s, custom: m.custom, gvr: gvr}, remote: remote}
 }
 
 // localGetter is a resource across namespaces, and the way to one.
@@ -53,16 +59,44 @@ type localGetter struct {
 }
 
 func (g *localGetter) Namespace(ns string) metadata.ResourceInterface {
-	return &localResource{ResourceInterface: g.remote.Namespace(ns), s: g.s, gvr: g.gvr, namespace: ns}
+	return &localResource{ResourceInterface: g.remote.Namespace(ns), s: g.s, custom: g.custom, gvr: g.gvr, namespace: ns}
 }
 
-// localResource lists and watches from the store of gvr when s stores it;
-// its embedded remote client does the rest.
+// localResource lists and watches from the store of gvr when s stores it,
+// or from etcd when it is a custom resource and custom is set; its
+// embedded remote client does the rest.
 type localResource struct {
 	metadata.ResourceInterface
 	s         *Server
+	custom    *customResources
 	gvr       schema.GroupVersionResource
 	namespace string
+}
+
+// source is what a local list or watch reads: a store, the prefix of the
+// collection in it, and the fields its objects' selectors match.
+type source struct {
+	store  storage.Interface
+	prefix string
+	attrs  storage.AttrFunc
+}
+
+// source returns where the list or watch opts describe is read, or false
+// when it is remote's.
+func (r *localResource) source(ctx context.Context, opts metav1.ListOptions) (source, bool) {
+	if b, prefix := r.local(); b != nil {
+		return source{store: b.store, prefix: prefix, attrs: b.r.AttrFunc()}, true
+	}
+	if r.custom == nil || opts.FieldSelector != "" {
+		return source{}, false
+	}
+	// An error reading the definition leaves the request to the API,
+	// which answers it as a client would be answered.
+	prefix, err := r.custom.find(ctx, r.gvr, r.namespace)
+	if err != nil {
+		return source{}, false
+	}
+	return source{store: r.custom.store, prefix: prefix, attrs: storage.DefaultAttrs}, true
 }
 
 // local returns the backend of the resource and the prefix its
@@ -87,25 +121,25 @@ func (r *localResource) local() (*backend, string) {
 }
 
 func (r *localResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	b, prefix := r.local()
-	if b == nil {
+	src, ok := r.source(ctx, opts)
+	if !ok {
 		return r.ResourceInterface.List(ctx, opts)
 	}
 	o, err := listOptions(opts, false)
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.store.List(ctx, prefix, storage.ListOptions{
+	res, err := src.store.List(ctx, src.prefix, storage.ListOptions{
 		ResourceVersion:      o.ResourceVersion,
 		ResourceVersionMatch: o.ResourceVersionMatch,
 		Limit:                o.Limit,
 		Continue:             o.Continue,
-		Predicate:            storage.SelectionPredicate{Label: o.LabelSelector, Field: o.FieldSelector, GetAttrs: b.r.AttrFunc()},
+		Predicate:            storage.SelectionPredicate{Label: o.LabelSelector, Field: o.FieldSelector, GetAttrs: src.attrs},
 		// Each item is copied into the list, never changed.
 		Shared: true,
 	})
 	if err != nil {
-		return nil, apistatus.FromStorage(err, b.r.GroupResource(), "")
+		return nil, apistatus.FromStorage(err, r.gvr.GroupResource(), "")
 	}
 	list := &metav1.PartialObjectMetadataList{
 		ListMeta: metav1.ListMeta{
@@ -126,8 +160,8 @@ func (r *localResource) List(ctx context.Context, opts metav1.ListOptions) (*met
 }
 
 func (r *localResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	b, prefix := r.local()
-	if b == nil {
+	src, ok := r.source(ctx, opts)
+	if !ok {
 		return r.ResourceInterface.Watch(ctx, opts)
 	}
 	o, err := listOptions(opts, true)
@@ -147,10 +181,10 @@ func (r *localResource) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 		unlink()
 		cancel()
 	}
-	in, err := b.store.Watch(ctx, prefix, storage.WatchOptions{
+	in, err := src.store.Watch(ctx, src.prefix, storage.WatchOptions{
 		ResourceVersion:      o.ResourceVersion,
 		ResourceVersionMatch: o.ResourceVersionMatch,
-		Predicate:            storage.SelectionPredicate{Label: o.LabelSelector, Field: o.FieldSelector, GetAttrs: b.r.AttrFunc()},
+		Predicate:            storage.SelectionPredicate{Label: o.LabelSelector, Field: o.FieldSelector, GetAttrs: src.attrs},
 		AllowBookmarks:       o.AllowWatchBookmarks,
 		SendInitialEvents:    o.SendInitialEvents,
 		// Each event's object is copied, never changed.
@@ -158,7 +192,7 @@ func (r *localResource) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 	})
 	if err != nil {
 		stop()
-		return nil, apistatus.FromStorage(err, b.r.GroupResource(), "")
+		return nil, apistatus.FromStorage(err, r.gvr.GroupResource(), "")
 	}
 	w := &metadataWatch{in: in, ctx: ctx, stop: stop, out: make(chan watch.Event)}
 	go w.run()
