@@ -57,11 +57,11 @@ var storeKinds = []storeKind{direct, cached}
 // fixture is a server for configmaps (typed) and widgets.example.com
 // (unstructured, with /status) on a real etcd, served over HTTP.
 type fixture struct {
-	t      testing.TB
-	ctx    context.Context
-	url    string
-	srv    *server.Server
-	etcd   *clientv3.Client
+	t    testing.TB
+	ctx  context.Context
+	url  string
+	srv  *server.Server
+	etcd *clientv3.Client
 	// prefix is where the server's keys start in etcd.
 	prefix string
 	config *restclient.Config
