@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,23 +118,7 @@ func TestMetadataOfCustomResourcesFromEtcd(t *testing.T) {
 		{name: "page", opts: metav1.ListOptions{Limit: 2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want, err := api.Resource(widgetsGVR).Namespace(c.ns).List(f.ctx, c.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := local.Resource(widgetsGVR).Namespace(c.ns).List(f.ctx, c.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(want.Items) == 0 {
-				t.Fatal("the API listed nothing: the comparison would show nothing")
-			}
-			if c.opts.Limit > 0 {
-				want.Continue, got.Continue = "", ""
-			}
-			if diff := cmp.Diff(want, got, cmpopts.IgnoreTypes(metav1.TypeMeta{})); diff != "" {
-				t.Errorf("list from etcd differs from the API's (-API +etcd):\n%s", diff)
-			}
+			compareLists(t, f, api, local, widgetsGVR, c.ns, c.opts)
 		})
 	}
 	if sent := rec.sent(); len(sent) != 0 {

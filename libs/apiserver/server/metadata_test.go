@@ -89,32 +89,39 @@ func TestMetadataListMatchesAPI(t *testing.T) {
 				{name: "unstructured", gvr: widgetsGVR, ns: "ns1"},
 			} {
 				t.Run(c.name, func(t *testing.T) {
-					want, err := api.Resource(c.gvr).Namespace(c.ns).List(f.ctx, c.opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := local.Resource(c.gvr).Namespace(c.ns).List(f.ctx, c.opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(want.Items) == 0 {
-						t.Fatal("the API listed nothing: the comparison would show nothing")
-					}
-					if c.opts.Limit > 0 {
-						// A continue token names the read's revision.
-						want.Continue, got.Continue = "", ""
-					}
-					// The API's items carry a type in JSON and none in
-					// protobuf; nothing reads it.
-					if diff := cmp.Diff(want, got, cmpopts.IgnoreTypes(metav1.TypeMeta{})); diff != "" {
-						t.Errorf("in-process list differs from the API's (-API +in-process):\n%s", diff)
-					}
+					compareLists(t, f, api, local, c.gvr, c.ns, c.opts)
 				})
 			}
 			if sent := rec.sent(); len(sent) != 0 {
 				t.Errorf("in-process lists sent %v", sent)
 			}
 		})
+	}
+}
+
+// compareLists lists gvr in ns (every namespace when empty) with opts
+// from the API and from local, and reports where they differ.
+func compareLists(t *testing.T, f *fixture, api, local metadata.Interface, gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) {
+	t.Helper()
+	want, err := api.Resource(gvr).Namespace(ns).List(f.ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := local.Resource(gvr).Namespace(ns).List(f.ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Items) == 0 {
+		t.Fatal("the API listed nothing: the comparison would show nothing")
+	}
+	if opts.Limit > 0 {
+		// A continue token names the read's revision.
+		want.Continue, got.Continue = "", ""
+	}
+	// The API's items carry a type in JSON and none in protobuf; nothing
+	// reads it.
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreTypes(metav1.TypeMeta{})); diff != "" {
+		t.Errorf("in-process list differs from the API's (-API +in-process):\n%s", diff)
 	}
 }
 
