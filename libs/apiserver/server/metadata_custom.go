@@ -28,10 +28,10 @@ type MetadataOption func(*localMetadata)
 // field selector (a CRD's selectable fields are the crd service's to
 // evaluate), still goes to the API.
 //
-// Core's garbage collector follows every custom resource: through the
-// gateway each change cost core about 150 µs of CPU on top of what crd
-// and the gateway spent sending it (issue 14). Read here it costs core
-// the decoding of the object's metadata.
+// Core's garbage collector follows every custom resource. Through the
+// API each change was encoded by crd, proxied by the gateway and decoded
+// by core; read here, core decodes it from etcd, which cut kplane's CPU
+// per custom-resource write by 4% to 9% (issue 14).
 func CustomResourcesIn(client *clientv3.Client, prefix string) MetadataOption {
 	return func(m *localMetadata) {
 		m.custom = &customResources{
