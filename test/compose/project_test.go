@@ -157,13 +157,35 @@ func (p *project) logs() string {
 }
 
 // down removes the project with its volumes and reports what is left.
+//
+// A network with no container on it that the engine still refuses to
+// remove ("has active endpoints") is not reported: the engine kept an
+// endpoint of a container it had already removed, after the faults'
+// disconnect and reconnect (seen once in CI; `docker network disconnect
+// -f` did not find the endpoint either). Nothing of the project is on
+// such a network, so it is logged, not counted.
 func (p *project) down(t *testing.T) []string {
 	t.Helper()
-	p.run(t, "down", "-v", "--remove-orphans", "--timeout", "20")
+	args := []string{"down", "-v", "--remove-orphans", "--timeout", "20"}
+	out, err := p.try(args...)
+	stale := err != nil && strings.Contains(out, "has active endpoints")
+	if err != nil && !stale {
+		t.Fatalf("%s %s: %v\n%s", strings.Join(p.compose, " "), strings.Join(args, " "), err, out)
+	}
 	var left []string
 	label := "label=com.docker.compose.project=" + p.name
 	for _, kind := range [][]string{{"ps", "-a", "-q"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
-		if ids := strings.Fields(docker(t, append(kind, "--filter", label)...)); len(ids) > 0 {
+		ids := strings.Fields(docker(t, append(kind, "--filter", label)...))
+		if stale && kind[0] == "network" {
+			ids = slices.DeleteFunc(ids, func(id string) bool {
+				if docker(t, "network", "inspect", "--format", "{{len .Containers}}", id) != "0" {
+					return false
+				}
+				t.Logf("the engine kept network %s with no container on it: %s", id, out)
+				return true
+			})
+		}
+		if len(ids) > 0 {
 			left = append(left, fmt.Sprintf("%s: %v", kind[0], ids))
 		}
 	}
