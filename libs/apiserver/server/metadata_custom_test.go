@@ -11,9 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/server"
@@ -126,14 +124,7 @@ func TestMetadataOfCustomResourcesFromEtcd(t *testing.T) {
 	}
 
 	t.Run("informer", func(t *testing.T) {
-		inf := metadatainformer.NewFilteredMetadataInformer(local, widgetsGVR, "", 0, cache.Indexers{}, nil).Informer()
-		go inf.RunWithContext(f.ctx)
-		if !cache.WaitForCacheSync(f.ctx.Done(), inf.HasSynced) {
-			t.Fatal("informer did not sync")
-		}
-		if _, ok, _ := inf.GetStore().GetByKey("ns2/c"); !ok {
-			t.Fatal("informer has not listed ns2/c")
-		}
+		inf := syncedInformer(t, f, local, widgetsGVR, "ns2/c")
 		d := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "d"}}}
 		if _, err := f.dynamic().Resource(widgetsGVR).Namespace("ns2").Create(f.ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -125,6 +125,22 @@ func compareLists(t *testing.T, f *fixture, api, local metadata.Interface, gvr s
 	}
 }
 
+// syncedInformer runs client-go's metadata informer of gvr on client
+// until f's context ends, and returns it once it has listed, with the
+// object of key among what it listed.
+func syncedInformer(t *testing.T, f *fixture, client metadata.Interface, gvr schema.GroupVersionResource, key string) cache.SharedIndexInformer {
+	t.Helper()
+	inf := metadatainformer.NewFilteredMetadataInformer(client, gvr, "", 0, cache.Indexers{}, nil).Informer()
+	go inf.RunWithContext(f.ctx)
+	if !cache.WaitForCacheSync(f.ctx.Done(), inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	if _, ok, _ := inf.GetStore().GetByKey(key); !ok {
+		t.Fatalf("informer has not listed %s", key)
+	}
+	return inf
+}
+
 // TestMetadataWatch shows an in-process watch streaming changes,
 // watch-list's initial events and its closing bookmark, and ending when
 // stopped.
@@ -250,14 +266,7 @@ func TestMetadataInformer(t *testing.T) {
 	f.seedConfigMap("ns1", "a", nil, nil)
 	local, rec := localMetadata(t, f)
 
-	inf := metadatainformer.NewFilteredMetadataInformer(local, configMapsGVR, "", 0, cache.Indexers{}, nil).Informer()
-	go inf.RunWithContext(f.ctx)
-	if !cache.WaitForCacheSync(f.ctx.Done(), inf.HasSynced) {
-		t.Fatal("informer did not sync")
-	}
-	if _, ok, _ := inf.GetStore().GetByKey("ns1/a"); !ok {
-		t.Fatal("informer has not listed ns1/a")
-	}
+	inf := syncedInformer(t, f, local, configMapsGVR, "ns1/a")
 	if _, err := f.typed().CoreV1().ConfigMaps("ns2").Create(f.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
