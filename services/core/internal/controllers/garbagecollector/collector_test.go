@@ -275,7 +275,6 @@ func (h *discoveryFailures) Handle(ctx context.Context, r slog.Record) error {
 
 func TestForegroundDeletion(t *testing.T) {
 	e := newEnv(t)
-	e.startCollector()
 	const ns = "fg"
 	top := e.configMap(ns, "top", nil)
 	middle := e.widget(ns, "middle", nil, top.blocking())
@@ -283,6 +282,12 @@ func TestForegroundDeletion(t *testing.T) {
 	// stops there until the test lets it go.
 	bottom := e.configMap(ns, "bottom", []string{"example.com/hold"}, middle.blocking())
 	loose := e.widget(ns, "loose", nil, top)
+	// The collector starts once the objects exist: the graph learns of
+	// each resource from its own watch, so a dependent created just before
+	// its owner's deletion may reach it after that deletion, and the owner
+	// then looks free of it. kube's collector trusts its graph the same
+	// way. What exists at the start is in the graph before any worker runs.
+	e.startCollector()
 
 	e.delete(top, ns, metav1.DeletePropagationForeground)
 
@@ -306,12 +311,13 @@ func TestForegroundDeletion(t *testing.T) {
 
 func TestOrphan(t *testing.T) {
 	e := newEnv(t)
-	e.startCollector()
 	const ns = "orphan"
 	own := e.configMap(ns, "owner", nil)
 	other := e.configMap(ns, "other", nil)
 	widget := e.widget(ns, "widget", nil, own.blocking())
 	cm := e.configMap(ns, "dependent", nil, own, other)
+	// Started after the objects, as in TestForegroundDeletion.
+	e.startCollector()
 
 	e.delete(own, ns, metav1.DeletePropagationOrphan)
 	e.eventuallyGone(own, ns)
@@ -338,10 +344,11 @@ func TestOrphan(t *testing.T) {
 
 func TestRestartFinishesTheJob(t *testing.T) {
 	e := newEnv(t)
-	stop := e.startCollector()
 	const ns = "restart"
 	top := e.configMap(ns, "top", nil)
 	held := e.widget(ns, "held", []string{"example.com/hold"}, top.blocking())
+	// Started after the objects, as in TestForegroundDeletion.
+	stop := e.startCollector()
 	e.delete(top, ns, metav1.DeletePropagationForeground)
 	e.eventually("the first collector to delete the blocking dependent", func() bool {
 		m := e.object(held, ns)

@@ -62,9 +62,12 @@ func (c *Collector) discover() (*discovered, error) {
 
 // monitor is the informer of one resource.
 type monitor struct {
-	informer cache.SharedIndexInformer
-	stop     context.CancelFunc
-	done     chan struct{}
+	// handled reports when the graph has observed the informer's first
+	// list. The informer's own HasSynced turns true as soon as that list
+	// is in its store, while the handler may still be queued behind it.
+	handled cache.ResourceEventHandlerRegistration
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // monitors run one metadata informer per discovered resource, feeding
@@ -124,7 +127,7 @@ func (ms *monitors) start(ctx context.Context, gvr schema.GroupVersionResource, 
 		}
 		ms.g.observe(newNode(gvr, kind, m))
 	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
@@ -143,7 +146,7 @@ func (ms *monitors) start(ctx context.Context, gvr schema.GroupVersionResource, 
 		return nil, fmt.Errorf("add event handler: %w", err)
 	}
 	ctx, stop := context.WithCancel(ctx)
-	m := &monitor{informer: inf, stop: stop, done: make(chan struct{})}
+	m := &monitor{handled: reg, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		inf.RunWithContext(ctx)
@@ -167,7 +170,7 @@ func (ms *monitors) stopAll() {
 func waitSynced(ctx context.Context, ms []*monitor) error {
 	synced := make([]cache.InformerSynced, len(ms))
 	for i, m := range ms {
-		synced[i] = m.informer.HasSynced
+		synced[i] = m.handled.HasSynced
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("informers did not sync")
