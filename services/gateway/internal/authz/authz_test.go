@@ -33,7 +33,7 @@ type responder struct {
 	everyName atomic.Bool
 }
 
-func startResponder(t *testing.T, nc *nats.Conn) *responder {
+func startResponder(t testing.TB, nc *nats.Conn) *responder {
 	t.Helper()
 	r := &responder{nc: nc}
 	err := natsrpc.NewServer(nc, slog.New(slog.DiscardHandler)).Handle(protoauthz.SubjectAccessReview, protoauthz.QueueGroup, func(_ context.Context, payload []byte) ([]byte, error) {
@@ -277,5 +277,73 @@ func TestDecisionForEveryName(t *testing.T) {
 	authorize(deleteConfigMap("g"))
 	if n := r.count.Load(); n != 6 {
 		t.Fatalf("%d reviews, want 6 after a flush", n)
+	}
+}
+
+// TestDecisionKeysKeepRequestsApart asks about requests that differ only
+// in where a string is split between two fields, or in a field that is
+// easy to leave out of a key: each needs a review of its own, never the
+// decision cached for another.
+func TestDecisionKeysKeepRequestsApart(t *testing.T) {
+	srv := natstest.Start(t)
+	r := startResponder(t, srv.Connect(t))
+	r.allow.Store(true)
+	a := newAuthorizer(t, srv.Connect(t), authz.Options{})
+	withUser := func(u *frontproxy.User) authz.Attributes {
+		at := listConfigMaps
+		at.User = u
+		return at
+	}
+	with := func(change func(*authz.Attributes)) authz.Attributes {
+		at := listConfigMaps
+		change(&at)
+		return at
+	}
+	requests := map[string]authz.Attributes{
+		"bob":                     listConfigMaps,
+		"groups joined":           withUser(&frontproxy.User{Name: "bob", UID: "2", Groups: []string{"developerssystem:authenticated"}, Extra: bob.Extra}),
+		"a group as extra":        withUser(&frontproxy.User{Name: "bob", UID: "2", Groups: []string{"developers"}, Extra: map[string][]string{"system:authenticated": nil, "scopes": {"read"}}}),
+		"extra under other key":   withUser(&frontproxy.User{Name: "bob", UID: "2", Groups: bob.Groups, Extra: map[string][]string{"scope": {"sread"}}}),
+		"uid in name":             withUser(&frontproxy.User{Name: "bob2", Groups: bob.Groups, Extra: bob.Extra}),
+		"namespace into group":    with(func(at *authz.Attributes) { at.Namespace, at.APIGroup = "", "y" }),
+		"resource split":          with(func(at *authz.Attributes) { at.Resource, at.Subresource = "config", "maps" }),
+		"named":                   with(func(at *authz.Attributes) { at.Name = "x" }),
+		"named after subresource": with(func(at *authz.Attributes) { at.Resource, at.Subresource, at.Name = "configmaps", "x", "" }),
+		"non-resource":            {User: bob, Verb: "list", Path: "/api/v1/namespaces/y/configmaps"},
+		"non-resource, same path": {User: bob, Verb: "list", ResourceRequest: true, Path: "/api/v1/namespaces/y/configmaps"},
+	}
+	for name, at := range requests {
+		before := r.count.Load()
+		if d, err := a.Authorize(context.Background(), at); err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v %v, want allowed", name, d, err)
+		}
+		if r.count.Load() != before+1 {
+			t.Errorf("%s was decided from the cache of another request", name)
+		}
+	}
+}
+
+// BenchmarkAuthorizeCached is the cost of a decision the gateway already
+// holds, which every request but the first of a user pays.
+func BenchmarkAuthorizeCached(b *testing.B) {
+	srv := natstest.Start(b)
+	r := startResponder(b, srv.Connect(b))
+	r.allow.Store(true)
+	a, err := authz.New(srv.Connect(b), authz.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = a.Close() })
+	get := listConfigMaps
+	get.Verb, get.Name = "get", "x"
+	ctx := context.Background()
+	if _, err := a.Authorize(ctx, get); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := a.Authorize(ctx, get); err != nil || !d.Allowed {
+			b.Fatalf("%+v %v", d, err)
+		}
 	}
 }

@@ -43,17 +43,21 @@ func (f *Filters) BodyLimit() echo.MiddlewareFunc {
 			if limit == 0 || LongRunning(f.info(c)) {
 				return next(c)
 			}
-			tooLarge := apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
 			if r.ContentLength > limit {
-				return apistatus.Write(c, tooLarge)
+				return apistatus.Write(c, tooLarge(limit))
 			}
 			if r.ContentLength < 0 {
 				// A declared length is enforced by the server itself.
-				r.Body = &limitedBody{ReadCloser: r.Body, remaining: limit, tooLarge: tooLarge}
+				r.Body = &limitedBody{ReadCloser: r.Body, remaining: limit, tooLarge: tooLarge(limit)}
 			}
 			return next(c)
 		}
 	}
+}
+
+// tooLarge is kube's 413 for a body over limit.
+func tooLarge(limit int64) error {
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
 }
 
 // limitedBody passes a body on until more than its limit has been read,
