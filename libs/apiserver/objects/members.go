@@ -11,9 +11,19 @@ import "bytes"
 // member this way spares decoding the others, such as an object's data
 // when only its metadata is wanted.
 func Members(data []byte, name string) ([][]byte, bool) {
+	return members(data, func(key []byte) bool { return bytes.EqualFold(key, []byte(name)) })
+}
+
+// MembersExact is Members with keys matched exactly, as
+// sigs.k8s.io/json's case-sensitive decoding matches a key to a field.
+func MembersExact(data []byte, name string) ([][]byte, bool) {
+	return members(data, func(key []byte) bool { return string(key) == name })
+}
+
+func members(data []byte, match func(key []byte) bool) ([][]byte, bool) {
 	var values [][]byte
 	ok := eachMember(data, func(key, value []byte) bool {
-		if bytes.EqualFold(key, []byte(name)) {
+		if match(key) {
 			values = append(values, value)
 		}
 		return true

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+
 	"kplane.dev/libs/apiserver/objects"
 )
 
@@ -78,6 +81,54 @@ func FuzzMembers(f *testing.F) {
 		}
 		if wholeErr == nil && !reflect.DeepEqual(whole, parts) {
 			t.Fatalf("whole %+v, by members %+v", whole, parts)
+		}
+	})
+}
+
+func TestMembersExact(t *testing.T) {
+	data := []byte(` { "Metadata" : {"name":"a"} , "metadata" : {"name":"b"}, "data":{"metadata":1}, "metadata":null } `)
+	got, ok := objects.MembersExact(data, "metadata")
+	if want := [][]byte{[]byte(`{"name":"b"}`), []byte(`null`)}; !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("MembersExact = %q, %v; want %q, true", got, ok, want)
+	}
+	if _, ok := objects.MembersExact([]byte(`{"met\u0061data":{}}`), "metadata"); ok {
+		t.Error("MembersExact walked a key with an escape")
+	}
+}
+
+// FuzzMembersExact: decoding the members MembersExact finds, in order,
+// into ObjectMeta gives what sigs.k8s.io/json's case-sensitive decoding
+// of the whole object into a struct with a metadata field gives.
+func FuzzMembersExact(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"metadata":{"name":"a"},"Metadata":{"namespace":"b"},"metadata":{"labels":{"x":"y"}}}`))
+	f.Add([]byte(`{"metadata":{"name":"a","Name":"b","ownerReferences":[{"uid":"u"}]},"metadata":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var whole struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		wholeErr := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &whole)
+		values, ok := objects.MembersExact(data, "metadata")
+		if !ok {
+			return
+		}
+		var parts metav1.ObjectMeta
+		var partsErr error
+		for _, v := range values {
+			if partsErr = sigsjson.UnmarshalCaseSensitivePreserveInts(v, &parts); partsErr != nil {
+				break
+			}
+		}
+		if (wholeErr == nil) != (partsErr == nil) {
+			t.Fatalf("whole: %v; by members: %v", wholeErr, partsErr)
+		}
+		if wholeErr == nil && !reflect.DeepEqual(whole.Metadata, parts) {
+			t.Fatalf("whole %+v, by members %+v", whole.Metadata, parts)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 
+	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/storage"
 	"kplane.dev/libs/storage/etcd3"
 )
@@ -98,12 +99,25 @@ func (metadataCodec) Encode(runtime.Object) ([]byte, error) {
 	return nil, errors.New("the metadata of custom resources is read only")
 }
 
+// Decode reads only the metadata members of data when it can find them
+// without decoding the rest: a custom resource's spec and status were
+// most of what each of core's watch events cost to decode.
 func (metadataCodec) Decode(data []byte) (runtime.Object, error) {
-	var obj struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
+	values, ok := objects.MembersExact(data, "metadata")
+	if !ok {
+		var obj struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
+			return nil, err
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: obj.Metadata}, nil
 	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
-		return nil, err
+	m := &metav1.PartialObjectMetadata{}
+	for _, v := range values {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(v, &m.ObjectMeta); err != nil {
+			return nil, err
+		}
 	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: obj.Metadata}, nil
+	return m, nil
 }
