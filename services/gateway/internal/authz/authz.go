@@ -246,23 +246,24 @@ func (a *Authorizer) authorize(ctx context.Context, attrs Attributes) (d Decisio
 
 // decisionKey appends to b the key of the cached decision on attrs but
 // for the object's name, which the caller appends (appendField) or
-// replaces with everyName. Every field is written with its length, so
-// two different requests never share a key; building it by hand rather
-// than encoding the review as JSON is a third of what a cached decision
-// costs.
+// replaces with everyName. Every string is written with its length and
+// every list with its count, each ended by its own mark, so the key reads
+// back one way only and two different requests never share it. Encoding
+// the review as JSON instead made a cached decision cost five times as
+// much.
 func decisionKey(b []byte, attrs Attributes) []byte {
 	if u := attrs.User; u != nil {
 		b = append(b, 'u')
 		b = appendField(b, u.Name)
 		b = appendField(b, u.UID)
-		b = strconv.AppendInt(b, int64(len(u.Groups)), 10)
+		b = appendCount(b, len(u.Groups))
 		for _, g := range u.Groups {
 			b = appendField(b, g)
 		}
-		b = strconv.AppendInt(b, int64(len(u.Extra)), 10)
+		b = appendCount(b, len(u.Extra))
 		for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
 			b = appendField(b, k)
-			b = strconv.AppendInt(b, int64(len(u.Extra[k])), 10)
+			b = appendCount(b, len(u.Extra[k]))
 			for _, v := range u.Extra[k] {
 				b = appendField(b, v)
 			}
@@ -277,6 +278,13 @@ func decisionKey(b []byte, attrs Attributes) []byte {
 		b = appendField(b, f)
 	}
 	return b
+}
+
+// appendCount appends n, the length of a list, to a key, ended by '#'
+// so that the digits of the first item's length cannot be read as part of
+// it.
+func appendCount(b []byte, n int) []byte {
+	return append(strconv.AppendInt(b, int64(n), 10), '#')
 }
 
 // appendField appends s to a key as its length, a colon and s.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -309,6 +310,10 @@ func TestDecisionKeysKeepRequestsApart(t *testing.T) {
 		"resource split":          with(func(at *authz.Attributes) { at.Resource, at.Subresource = "config", "maps" }),
 		"named":                   with(func(at *authz.Attributes) { at.Name = "x" }),
 		"named after subresource": with(func(at *authz.Attributes) { at.Resource, at.Subresource, at.Name = "configmaps", "x", "" }),
+		// Without a mark after a list's count, the count 4 and the
+		// first group's length 90 read as the count 49 of empty groups.
+		"groups of colons":        withUser(&frontproxy.User{Name: "bob", Groups: []string{strings.Repeat("0:", 45), "", "", ""}}),
+		"empty groups":            withUser(&frontproxy.User{Name: "bob", Groups: make([]string, 49)}),
 		"non-resource":            {User: bob, Verb: "list", Path: "/api/v1/namespaces/y/configmaps"},
 		"non-resource, same path": {User: bob, Verb: "list", ResourceRequest: true, Path: "/api/v1/namespaces/y/configmaps"},
 	}
