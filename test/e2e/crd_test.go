@@ -100,17 +100,8 @@ func TestCRDKubectl(t *testing.T) {
 			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com created\n"},
 		{name: "wait until established", args: []string{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
 			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com condition met\n"},
-	})
-	// Discovery follows within a second; kubectl caches it per server, so
-	// each call asks afresh.
-	eventuallyKubectl(t, 10*time.Second, func() error {
-		out, _, err := sys.Kubectl(t, "api-resources", "--api-group=e2e.example.com", "--no-headers")
-		if err != nil || !strings.Contains(out, "gadgets") {
-			return fmt.Errorf("api-resources: %q, %v", out, err)
-		}
-		return nil
-	})
-	runSteps(t, sys, "crd", []step{
+		// Established means discovery lists the kind: kubectl finds it at
+		// once.
 		{name: "api-resources", args: []string{"api-resources", "--api-group=e2e.example.com"},
 			stdout: "NAME      SHORTNAMES   APIVERSION           NAMESPACED   KIND\ngadgets   gd           e2e.example.com/v1   true         Gadget\n"},
 		{name: "an unknown field is refused by strict validation", manifest: strings.Replace(gadget, "  size: 3\n", "  size: 3\n  shape: round\n", 1),
@@ -185,21 +176,18 @@ func TestCRDKubectl(t *testing.T) {
 			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com created\n"},
 		{name: "wait until established again", args: []string{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
 			stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.example.com condition met\n"},
-	})
-	eventuallyKubectl(t, 10*time.Second, func() error {
-		out, errOut, err := sys.Kubectl(t, "-n", "crd", "get", "gadgets")
-		if err != nil || out != "" || errOut != "No resources found in crd namespace.\n" {
-			return fmt.Errorf("get gadgets of the new CRD: %q %q, %v", out, errOut, err)
-		}
-		return nil
+		{name: "the new CRD starts empty", args: []string{"get", "gadgets"},
+			stderr: "No resources found in crd namespace.\n"},
 	})
 	// A CRD made again serves its objects from the moment it is
-	// established, while its APIService is still being made again: a
-	// burst of creates follows each wait at once (with client-go, which
-	// needs no discovery; kubectl's may follow later, as on kube).
-	crdFile := filepath.Join(t.TempDir(), "crd.yaml")
-	if err := os.WriteFile(crdFile, []byte(gadgetsCRD), 0o600); err != nil {
-		t.Fatal(err)
+	// established: kubectl's apply and a burst of creates with client-go
+	// follow each wait at once.
+	dir := t.TempDir()
+	crdFile, gadgetFile := filepath.Join(dir, "crd.yaml"), filepath.Join(dir, "gadget.yaml")
+	for file, content := range map[string]string{crdFile: gadgetsCRD, gadgetFile: gadget} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	gadgets := dynamicClient(t, unthrottled(sys.RESTConfig(t))).Resource(schema.GroupVersionResource{Group: "e2e.example.com", Version: "v1", Resource: "gadgets"}).Namespace("crd")
 	for cycle := range 3 {
@@ -207,6 +195,7 @@ func TestCRDKubectl(t *testing.T) {
 			{"delete", "crd", "gadgets.e2e.example.com"},
 			{"apply", "-f", crdFile},
 			{"wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=30s"},
+			{"-n", "crd", "apply", "-f", gadgetFile},
 		} {
 			if out, errOut, err := sys.Kubectl(t, args...); err != nil {
 				t.Fatalf("cycle %d: kubectl %v: %q %q, %v", cycle, args, out, errOut, err)
@@ -222,5 +211,20 @@ func TestCRDKubectl(t *testing.T) {
 				t.Fatalf("cycle %d: create %d right after the CRD was established: %v", cycle, i, err)
 			}
 		}
+	}
+	// The same for groups the API has never served: the gateway routes
+	// and lists a new group only after crd registered it.
+	for i := range 5 {
+		group := fmt.Sprintf("fresh%d.e2e.example.com", i)
+		crd := strings.ReplaceAll(gadgetsCRD, "e2e.example.com", group)
+		obj := strings.ReplaceAll(gadget, "e2e.example.com", group)
+		runSteps(t, sys, "crd", []step{
+			{name: "create " + group, manifest: crd, args: []string{"apply", "-f", "{file}"},
+				stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets." + group + " created\n"},
+			{name: "wait for " + group, args: []string{"wait", "--for=condition=Established", "crd/gadgets." + group, "--timeout=30s"},
+				stdout: "customresourcedefinition.apiextensions.k8s.io/gadgets." + group + " condition met\n"},
+			{name: "apply a gadget of " + group, manifest: obj, args: []string{"apply", "-f", "{file}"},
+				stdout: "gadget." + group + "/g1 created\n"},
+		})
 	}
 }

@@ -17,8 +17,10 @@ import (
 )
 
 // Conditions runs kube's CRD condition controllers until ctx ends. The
-// informer must be started by the caller.
-func Conditions(ctx context.Context, informer apiextensionsinformers.CustomResourceDefinitionInformer, client apiextensionsclient.CustomResourceDefinitionsGetter, log *slog.Logger) error {
+// informer must be started by the caller. A CRD is established once
+// discovered reports it listed, or without waiting when discovered is
+// nil.
+func Conditions(ctx context.Context, informer apiextensionsinformers.CustomResourceDefinitionInformer, client apiextensionsclient.CustomResourceDefinitionsGetter, discovered Discovered, log *slog.Logger) error {
 	logger := klog.FromContext(ctx)
 	naming := status.NewNamingConditionController(logger, informer, client)
 	establishing := establish.NewEstablishingController(informer, client)
@@ -26,14 +28,20 @@ func Conditions(ctx context.Context, informer apiextensionsinformers.CustomResou
 	approval := apiapproval.NewKubernetesAPIApprovalPolicyConformantConditionController(informer, client)
 	// kube's handler of custom resources queues a CRD whose names were
 	// accepted for establishing once it can serve it; here every replica
-	// serves it from its own watch of the CRD within milliseconds, so the
-	// leader queues it as soon as its names are accepted.
+	// serves it from its own watch of the CRD within milliseconds, and
+	// the leader queues it once the gateway's discovery lists it too.
+	establish := func(name string) { establishing.QueueCRD(name, 0) }
+	var await *awaitDiscovery
+	if discovered != nil {
+		await = newAwaitDiscovery(informer.Lister(), discovered, establish, log)
+		establish = await.add
+	}
 	queue := func(obj any) {
 		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
 		if !ok || !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
 			return
 		}
-		establishing.QueueCRD(crd.Name, 0)
+		establish(crd.Name)
 	}
 	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    queue,
@@ -47,12 +55,17 @@ func Conditions(ctx context.Context, informer apiextensionsinformers.CustomResou
 			log.Warn("stop following CRDs for establishing", "err", err)
 		}
 	}()
-	done := make(chan struct{}, 4)
+	workers := 4
+	done := make(chan struct{}, workers+1)
+	if await != nil {
+		workers++
+		go func() { await.run(ctx); done <- struct{}{} }()
+	}
 	go func() { naming.RunWithContext(ctx); done <- struct{}{} }()
 	go func() { establishing.RunWithContext(ctx); done <- struct{}{} }()
 	go func() { nonStructural.RunWithContext(1, ctx); done <- struct{}{} }()
 	go func() { approval.RunWithContext(1, ctx); done <- struct{}{} }()
-	for range 4 {
+	for range workers {
 		<-done
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -145,11 +146,23 @@ func (s *Server) build() error {
 	}
 	crdClient := loopback.ApiextensionsV1()
 	finalizer := controllers.NewFinalizer(informer, crdClient, dyn, s.log)
+	var discovered controllers.Discovered
+	if s.cfg.API != nil {
+		cfg := s.APIConfig()
+		// Each CRD being established asks a few times a second, for a
+		// few seconds at most; a stuck gateway only delays the CRD.
+		cfg.QPS, cfg.Burst, cfg.Timeout = 50, 100, 5*time.Second
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("build the gateway's discovery client: %w", err)
+		}
+		discovered = controllers.GatewayDiscovery(dc.RESTClient())
+	}
 	s.Lead("crd conditions", func(ctx context.Context, _ election.Term) error {
 		if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 			return nil
 		}
-		return controllers.Conditions(ctx, informer, crdClient, s.log)
+		return controllers.Conditions(ctx, informer, crdClient, discovered, s.log)
 	})
 	s.Lead("crd finalizer", func(ctx context.Context, _ election.Term) error {
 		if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
@@ -158,7 +171,7 @@ func (s *Server) build() error {
 		return finalizer.Run(ctx)
 	})
 	if s.cfg.API == nil {
-		s.log.Warn("no --api-kubeconfig: the CRDs' group-versions are not registered as APIServices, and the gateway does not route them")
+		s.log.Warn("no --api-kubeconfig: the CRDs' group-versions are not registered as APIServices, the gateway does not route them, and CRDs are established without waiting for its discovery")
 		return nil
 	}
 	agg, err := aggregator.NewForConfig(s.APIConfig())

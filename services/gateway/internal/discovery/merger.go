@@ -237,18 +237,37 @@ func (m *Merger) fetchBackend(ctx context.Context, routes []Route, core, apis *a
 			docs.aggregated[gv] = v
 		}
 	}
+	// The resource lists are read side by side: one after another, core's
+	// two dozen would hold a new CRD's group out of discovery for a few
+	// hundred milliseconds.
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		slots = make(chan struct{}, legacyFetches)
+	)
 	for _, r := range routes {
-		b, err := fetch.legacy(ctx, r)
-		if err != nil {
-			// One group-version the backend does not serve leaves only
-			// itself out.
-			m.log.Warn("fetch resource list from backend", "backend", backend.String(), "groupVersion", r.GroupVersion.String(), "err", err)
-			continue
-		}
-		docs.legacy[r.legacyPath()] = b
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			b, err := fetch.legacy(ctx, r)
+			if err != nil {
+				// One group-version the backend does not serve leaves
+				// only itself out.
+				m.log.Warn("fetch resource list from backend", "backend", backend.String(), "groupVersion", r.GroupVersion.String(), "err", err)
+				return
+			}
+			mu.Lock()
+			docs.legacy[r.legacyPath()] = b
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return core, apis, docs, nil
 }
+
+// legacyFetches bounds the resource lists read from one backend at once.
+const legacyFetches = 8
 
 // wait returns when the next sync is due: at the interval, on Refresh, or
 // when a check finds a backend's documents changed; false when ctx ends.
