@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +308,90 @@ func TestTrailingSlash(t *testing.T) {
 		if without, with := body(path), body(path+"/"); !bytes.Equal(without, with) {
 			t.Errorf("GET %s/ answered %s, without the slash %s", path, with, without)
 		}
+	}
+}
+
+// fetchCounter counts the requests for /apis a merger sends to one
+// backend.
+type fetchCounter struct {
+	host string
+	n    atomic.Int64
+}
+
+func (c *fetchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == c.host && r.URL.Path == "/apis" {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestNewRouteBeforeItsBackendServesIt: a CRD's APIService can reach the
+// gateway a moment before crd serves the CRD, and the sync its new route
+// starts finds nothing there. The merger asks again soon, not at the next
+// check (an hour here), so that the group reaches discovery at once.
+func TestNewRouteBeforeItsBackendServesIt(t *testing.T) {
+	etcd := etcdtest.Start(t).Client(t)
+	core := backendtest.Start(t, etcd, "/core", backendtest.Resources(t, apitest.ConfigMaps))
+	widgets := backendtest.Start(t, etcd, "/widgets", nil)
+	routes := &table{routes: []gwdiscovery.Route{
+		{GroupVersion: schema.GroupVersion{Version: "v1"}, APIService: "v1.", GroupPriorityMinimum: 18000, VersionPriority: 1, Available: true, Backend: core.URL},
+		// Never served: a route missing for good does not hold back
+		// the retries for a new one.
+		{GroupVersion: schema.GroupVersion{Group: "example.com", Version: "v1beta1"}, GroupPriorityMinimum: 1000, VersionPriority: 9, Available: true, Backend: widgets.URL},
+	}}
+	fetches := &fetchCounter{host: widgets.URL.Host}
+	m, err := gwdiscovery.New(routes, &http.Client{Transport: fetches},
+		gwdiscovery.WithInterval(time.Hour), gwdiscovery.WithCheckInterval(time.Hour), gwdiscovery.WithLogger(backendtest.Logger(t)))
+	if err != nil {
+		t.Fatalf("new merger: %v", err)
+	}
+	e := echo.New()
+	m.Register(e)
+	hs := httptest.NewServer(e)
+	t.Cleanup(hs.Close)
+	gateway := &restclient.Config{Host: hs.URL, QPS: -1}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	waitFetches := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for fetches.n.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the merger read the widgets backend %d times, want %d", fetches.n.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The retries for the route never served end within seconds.
+	time.Sleep(3 * time.Second)
+	before := fetches.n.Load()
+
+	routes.mu.Lock()
+	routes.routes = append(routes.routes, gwdiscovery.Route{GroupVersion: apitest.Widgets.GroupVersion(), APIService: "v1.example.com", GroupPriorityMinimum: 1000, VersionPriority: 15, Available: true, Backend: widgets.URL})
+	routes.mu.Unlock()
+	m.Refresh()
+	waitFetches(before + 1)
+	if _, ok := discover(t, gateway, false).Resources["example.com/v1"]; ok {
+		t.Fatal("example.com/v1 discovered before its backend serves it")
+	}
+	if err := widgets.Server.Replace(backendtest.Resources(t, apitest.Widgets)); err != nil {
+		t.Fatalf("serve widgets: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := discover(t, gateway, false).Resources["example.com/v1"]; ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("example.com/v1 not discovered within 10s of its backend serving it")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

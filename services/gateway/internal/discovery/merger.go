@@ -12,6 +12,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	libdiscovery "kplane.dev/libs/apiserver/discovery"
 )
@@ -117,33 +118,79 @@ func (m *Merger) Run(ctx context.Context) error {
 	defer t.Stop()
 	check := time.NewTicker(m.checkInterval)
 	defer check.Stop()
+	var (
+		retry  time.Duration
+		missed map[schema.GroupVersion]bool
+	)
 	for {
-		if err := m.Sync(ctx); err != nil {
+		missing, err := m.syncAndReport(ctx)
+		if err != nil {
 			m.log.Error("merge discovery documents", "err", err)
 		}
-		if !m.wait(ctx, t.C, check.C) {
+		// A route whose backend does not list its group-version yet is
+		// most often a CRD's, registered a moment before crd accepted
+		// its names: it is asked again soon, backing off up to the
+		// check interval, rather than only at the next check. A route
+		// newly missed starts the backoff over; one its backend never
+		// serves does not keep it going.
+		var timer *time.Timer
+		var soon <-chan time.Time
+		fresh := false
+		for gv := range missing {
+			fresh = fresh || !missed[gv]
+		}
+		missed = missing
+		switch {
+		case len(missing) == 0:
+			retry = 0
+		case fresh:
+			retry = firstMissingRetry
+		default:
+			retry *= 2
+		}
+		if retry > 0 && retry < m.checkInterval {
+			timer = time.NewTimer(retry)
+			soon = timer.C
+		}
+		more := m.wait(ctx, t.C, check.C, soon)
+		if timer != nil {
+			timer.Stop()
+		}
+		if !more {
 			return nil
 		}
 	}
 }
 
+// firstMissingRetry is how soon a sync that missed a route's
+// group-version is repeated.
+const firstMissingRetry = 25 * time.Millisecond
+
 // Sync fetches every available route's documents from its backend and
 // serves their merge. A backend that fails is left out and logged; the
 // error is only for documents that cannot be encoded.
 func (m *Merger) Sync(ctx context.Context) error {
-	changed, err := m.sync(ctx)
-	if changed && m.onChange != nil {
-		m.onChange()
-	}
+	_, err := m.syncAndReport(ctx)
 	return err
 }
 
+// syncAndReport is Sync; it reports the routes' group-versions that a
+// backend which answered left out.
+func (m *Merger) syncAndReport(ctx context.Context) (map[schema.GroupVersion]bool, error) {
+	changed, missing, err := m.sync(ctx)
+	if changed && m.onChange != nil {
+		m.onChange()
+	}
+	return missing, err
+}
+
 // sync is Sync under the lock; it reports whether a backend's aggregated
-// documents differ from those of the previous sync. The check between
+// documents differ from those of the previous sync, and the routes'
+// group-versions a backend that answered left out. The check between
 // syncs only says a sync is due: a sync that runs for another reason (the
 // interval, a Refresh, Run's first) may be the one that meets the change,
 // and the OpenAPI documents must follow it all the same.
-func (m *Merger) sync(ctx context.Context) (bool, error) {
+func (m *Merger) sync(ctx context.Context) (changed bool, missing map[schema.GroupVersion]bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
@@ -160,7 +207,6 @@ func (m *Merger) sync(ctx context.Context) (bool, error) {
 		resMu   sync.Mutex
 		newCore = map[string]*aggregatedCache{}
 		newApis = map[string]*aggregatedCache{}
-		changed bool
 	)
 	for key, routes := range byBackend {
 		wg.Add(1)
@@ -193,6 +239,10 @@ func (m *Merger) sync(ctx context.Context) (bool, error) {
 			v, ok := docs.aggregated[gv]
 			legacy := docs.legacy[r.legacyPath()]
 			if !ok || legacy == nil {
+				if missing == nil {
+					missing = map[schema.GroupVersion]bool{}
+				}
+				missing[r.GroupVersion] = true
 				continue
 			}
 			entries = append(entries, entry{route: r, aggregated: v, legacy: legacy})
@@ -200,10 +250,10 @@ func (m *Merger) sync(ctx context.Context) (bool, error) {
 	}
 	d, err := build(entries)
 	if err != nil {
-		return changed, err
+		return changed, missing, err
 	}
 	m.docs.Store(d)
-	return changed, nil
+	return changed, missing, nil
 }
 
 // fetchBackend reads the aggregated documents a backend's routes need and
@@ -269,14 +319,17 @@ func (m *Merger) fetchBackend(ctx context.Context, routes []Route, core, apis *a
 // legacyFetches bounds the resource lists read from one backend at once.
 const legacyFetches = 8
 
-// wait returns when the next sync is due: at the interval, on Refresh, or
-// when a check finds a backend's documents changed; false when ctx ends.
-func (m *Merger) wait(ctx context.Context, interval, check <-chan time.Time) bool {
+// wait returns when the next sync is due: at the interval, on Refresh, at
+// soon (nil for never), or when a check finds a backend's documents
+// changed; false when ctx ends.
+func (m *Merger) wait(ctx context.Context, interval, check, soon <-chan time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-interval:
+			return true
+		case <-soon:
 			return true
 		case <-m.refresh:
 			return true
