@@ -194,6 +194,14 @@ func (o *Options) Config(errs []error, logOut io.Writer) (*Config, error) {
 		if c.API, err = clientcmd.BuildConfigFromFlags("", o.APIKubeconfig); err != nil {
 			return nil, fmt.Errorf("load --api-kubeconfig: %w", err)
 		}
+		// client-go's default of 5 requests a second, burst 10, held
+		// the controllers back: crd's registration of APIServices lagged
+		// a CRD's deletion by hundreds of milliseconds after a few
+		// syncs, and deleting namespaces one after another slowed to a
+		// second each. Kube runs these controllers on its unthrottled
+		// loopback (crd's) or at kube-controller-manager's limits
+		// (core's); this is above the latter.
+		c.API.QPS, c.API.Burst = 50, 100
 	}
 	return c, nil
 }

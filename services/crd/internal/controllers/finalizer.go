@@ -104,7 +104,15 @@ func (f *Finalizer) sync(ctx context.Context, name string) error {
 		Reason:  "InstanceDeletionInProgress",
 		Message: "CustomResource deletion is in progress",
 	})
-	if crd, err = f.crds.CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
+	crd, err = f.crds.CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or changed since the informer saw it (an event
+		// queued before the finalizer went still comes): the next
+		// event, if any, says what is left to do, as in kube's
+		// CRDFinalizer.
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("mark deletion in progress: %w", err)
 	}
 	cond := apiextensionsv1.CustomResourceDefinitionCondition{

@@ -149,9 +149,8 @@ func (s *Server) build() error {
 	var discovered controllers.Discovered
 	if s.cfg.API != nil {
 		cfg := s.APIConfig()
-		// Each CRD being established asks a few times a second, for a
-		// few seconds at most; a stuck gateway only delays the CRD.
-		cfg.QPS, cfg.Burst, cfg.Timeout = 50, 100, 5*time.Second
+		// A stuck gateway only delays the CRD, up to establishWait.
+		cfg.Timeout = 5 * time.Second
 		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("build the gateway's discovery client: %w", err)
