@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+
+	libdiscovery "kplane.dev/libs/apiserver/discovery"
 )
 
 // Discovered reports whether the API's discovery lists crd's resource
@@ -36,7 +39,7 @@ func GatewayDiscovery(client rest.Interface) Discovered {
 		defer mu.Unlock()
 		// Many CRDs made at once (a chart's) are checked against one read.
 		if time.Since(fetched) >= discoveryReuse {
-			body, err := client.Get().AbsPath("/apis").SetHeader("Accept", aggregatedV2).Do(ctx).Raw()
+			body, err := client.Get().AbsPath("/apis").SetHeader("Accept", libdiscovery.MediaTypeV2).Do(ctx).Raw()
 			if err != nil {
 				return false, fmt.Errorf("read the aggregated discovery: %w", err)
 			}
@@ -49,9 +52,6 @@ func GatewayDiscovery(client rest.Interface) Discovered {
 		return listed(&last, crd), nil
 	}
 }
-
-// aggregatedV2 is the media type of kube's aggregated discovery, v2.
-const aggregatedV2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 // listed reports whether list has crd's resource in every version the
 // CRD serves.
@@ -70,18 +70,11 @@ func listed(list *apidiscoveryv2.APIGroupDiscoveryList, crd *apiextensionsv1.Cus
 		if !v.Served {
 			continue
 		}
-		found := false
-		for _, gv := range group.Versions {
-			if gv.Version != v.Name {
-				continue
-			}
-			for _, r := range gv.Resources {
-				if r.Resource == crd.Status.AcceptedNames.Plural {
-					found = true
-					break
-				}
-			}
-		}
+		found := slices.ContainsFunc(group.Versions, func(gv apidiscoveryv2.APIVersionDiscovery) bool {
+			return gv.Version == v.Name && slices.ContainsFunc(gv.Resources, func(r apidiscoveryv2.APIResourceDiscovery) bool {
+				return r.Resource == crd.Status.AcceptedNames.Plural
+			})
+		})
 		if !found {
 			return false
 		}

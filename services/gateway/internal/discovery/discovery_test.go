@@ -67,13 +67,34 @@ func start(t *testing.T, opts ...gwdiscovery.Option) *fixture {
 		t.Fatalf("new merger: %v", err)
 	}
 	f.merger = m
+	f.gateway = serve(t, m)
+	f.sync(t)
+	return f
+}
+
+// serve serves m's documents until the test ends, returning a
+// configuration that reaches them.
+func serve(t *testing.T, m *gwdiscovery.Merger) *restclient.Config {
+	t.Helper()
 	e := echo.New()
 	m.Register(e)
 	hs := httptest.NewServer(e)
 	t.Cleanup(hs.Close)
-	f.gateway = &restclient.Config{Host: hs.URL, QPS: -1}
-	f.sync(t)
-	return f
+	return &restclient.Config{Host: hs.URL, QPS: -1}
+}
+
+// run runs m until the test ends.
+func run(t *testing.T, m *gwdiscovery.Merger) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
 }
 
 func (f *fixture) sync(t *testing.T) {
@@ -229,15 +250,7 @@ func TestBackendChangeWithoutRouteChange(t *testing.T) {
 	changes := make(chan struct{}, 10)
 	f := start(t, gwdiscovery.WithInterval(time.Hour), gwdiscovery.WithCheckInterval(20*time.Millisecond),
 		gwdiscovery.WithOnChange(func() { changes <- struct{}{} }))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.merger.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	run(t, f.merger)
 	if got := discover(t, f.gateway, false).Resources["example.com/v1"]; len(got) == 0 {
 		t.Fatal("widgets are not served before the change")
 	}
@@ -345,20 +358,8 @@ func TestNewRouteBeforeItsBackendServesIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new merger: %v", err)
 	}
-	e := echo.New()
-	m.Register(e)
-	hs := httptest.NewServer(e)
-	t.Cleanup(hs.Close)
-	gateway := &restclient.Config{Host: hs.URL, QPS: -1}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	gateway := serve(t, m)
+	run(t, m)
 	waitFetches := func(n int64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

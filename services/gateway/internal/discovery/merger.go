@@ -133,8 +133,6 @@ func (m *Merger) Run(ctx context.Context) error {
 		// check interval, rather than only at the next check. A route
 		// newly missed starts the backoff over; one its backend never
 		// serves does not keep it going.
-		var timer *time.Timer
-		var soon <-chan time.Time
 		fresh := false
 		for gv := range missing {
 			fresh = fresh || !missed[gv]
@@ -148,15 +146,11 @@ func (m *Merger) Run(ctx context.Context) error {
 		default:
 			retry *= 2
 		}
+		var soon <-chan time.Time
 		if retry > 0 && retry < m.checkInterval {
-			timer = time.NewTimer(retry)
-			soon = timer.C
+			soon = time.After(retry)
 		}
-		more := m.wait(ctx, t.C, check.C, soon)
-		if timer != nil {
-			timer.Stop()
-		}
-		if !more {
+		if !m.wait(ctx, t.C, check.C, soon) {
 			return nil
 		}
 	}
