@@ -24,8 +24,8 @@ const maxGCPercent = 1000
 // objects) collects after every few MiB it allocates, and spent a tenth of
 // its CPU doing so; a GOGC fixed high enough to stop that would multiply a
 // heap that grows with open connections instead. With a headroom, a heap
-// of live bytes costs at most live+max(live, headroom). stop ends the
-// adjustments and restores GOGC to 100.
+// of live bytes grows to at most live+max(live, headroom) before it is
+// collected. stop ends the adjustments and restores GOGC to 100.
 func KeepGCHeadroom(headroom uint64) (stop func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
