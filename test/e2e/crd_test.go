@@ -10,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 
 	"kplane.dev/test/e2e/harness"
 )
@@ -226,5 +230,58 @@ func TestCRDKubectl(t *testing.T) {
 			{name: "apply a gadget of " + group, manifest: obj, args: []string{"apply", "-f", "{file}"},
 				stdout: "gadget." + group + "/g1 created\n"},
 		})
+	}
+	t.Run("the resource list has a CRD only once it is established", func(t *testing.T) {
+		resourceListOnlyEstablished(t, sys)
+	})
+}
+
+// resourceListOnlyEstablished checks what kube's e2e fixtures count on:
+// once /apis/<group>/<version> lists a new CRD's resource, the CRD is
+// established, so the fixture's next update of the CRD does not conflict
+// with the server's write of that condition.
+func resourceListOnlyEstablished(t *testing.T, sys *harness.System) {
+	cfg := unthrottled(sys.RESTConfig(t))
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		group := fmt.Sprintf("listed%d.e2e.example.com", i)
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "gizmos." + group},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: group, Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gizmos", Singular: "gizmo", Kind: "Gizmo", ListKind: "GizmoList"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}}}},
+			},
+		}
+		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", crd.Name, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			list, err := disco.ServerResourcesForGroupVersion(group + "/v1")
+			if err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "gizmos" }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s/v1 does not list gizmos within 30s: %v", group, err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !apihelpers.IsCRDConditionTrue(got, apiextensionsv1.Established) {
+			t.Fatalf("%s/v1 lists gizmos before the CRD is established: %+v", group, got.Status.Conditions)
+		}
 	}
 }

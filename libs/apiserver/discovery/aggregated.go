@@ -19,7 +19,7 @@ type Aggregated struct {
 // APIGroupDiscoveryList in every version clients ask for, with the ETag
 // kube-apiserver would give it.
 func NewAggregated(groups []apidiscoveryv2.APIGroupDiscovery) (Aggregated, error) {
-	doc, err := aggregate(groups)
+	doc, err := aggregate(groups, nil)
 	if err != nil {
 		return Aggregated{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -366,6 +367,61 @@ func TestReplace(t *testing.T) {
 	}
 	if got := aggregatedETag(); got != before {
 		t.Fatalf("ETag %s after removing widgets, want the original %s", got, before)
+	}
+}
+
+// An unlisted resource (a CRD not established yet) is in the aggregated
+// document and the group's versions but not in its version's resource
+// list, and listing it changes the aggregated ETag though the aggregated
+// document stays the same: the gateway learns of the change from that
+// ETag.
+func TestUnlisted(t *testing.T) {
+	pending := widgets("v1")
+	pending.Unlisted = true
+	srv := newServer(t, namespaces(), pending)
+	aggregated := func() (string, []byte) {
+		resp, body := get(t, srv.URL+"/apis", http.Header{"Accept": {kdiscovery.MediaTypeV2}})
+		return resp.Header.Get("ETag"), body
+	}
+	resources := func() []string {
+		resp, body := get(t, srv.URL+"/apis/example.com/v1", nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("resource list: status %d: %s", resp.StatusCode, body)
+		}
+		var rl metav1.APIResourceList
+		if err := json.Unmarshal(body, &rl); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range rl.APIResources {
+			names = append(names, r.Name)
+		}
+		return names
+	}
+
+	etag, doc := aggregated()
+	if !strings.Contains(string(doc), `"resource":"widgets"`) {
+		t.Fatalf("the aggregated document leaves the unlisted widgets out: %s", doc)
+	}
+	if got := resources(); len(got) != 0 {
+		t.Fatalf("resource list of an unlisted resource: %v, want none", got)
+	}
+	if resp, body := get(t, srv.URL+"/apis/example.com", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"example.com/v1"`) {
+		t.Fatalf("group document: status %d: %s", resp.StatusCode, body)
+	}
+
+	if err := srv.set.Replace([]*resource.Resource{namespaces(), widgets("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	listedETag, listedDoc := aggregated()
+	if string(listedDoc) != string(doc) {
+		t.Fatalf("the aggregated document changed when widgets were listed:\n%s\n%s", doc, listedDoc)
+	}
+	if listedETag == etag {
+		t.Fatal("the aggregated ETag did not change when widgets were listed")
+	}
+	if got := resources(); !slices.Equal(got, []string{"widgets", "widgets/status"}) {
+		t.Fatalf("resource list once listed: %v", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
@@ -94,7 +95,10 @@ func build(resources []*resource.Resource) (*documents, error) {
 	}
 
 	list := metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	var core, apis []apidiscoveryv2.APIGroupDiscovery
+	var (
+		core, apis                 []apidiscoveryv2.APIGroupDiscovery
+		unlistedCore, unlistedApis []string
+	)
 	for _, g := range groups {
 		agg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
 		for _, v := range g.versions {
@@ -111,6 +115,16 @@ func build(resources []*resource.Resource) (*documents, error) {
 			}
 			d.resourceLists[key] = b
 			agg.Versions = append(agg.Versions, versionDiscovery(v))
+			for _, r := range v.resources {
+				if !r.Unlisted {
+					continue
+				}
+				if g.name == "" {
+					unlistedCore = append(unlistedCore, r.GroupVersionResource.String())
+				} else {
+					unlistedApis = append(unlistedApis, r.GroupVersionResource.String())
+				}
+			}
 		}
 		if g.name == "" {
 			for _, v := range g.versions {
@@ -135,10 +149,10 @@ func build(resources []*resource.Resource) (*documents, error) {
 	if d.groupList, err = json.Marshal(list); err != nil {
 		return nil, fmt.Errorf("encode group list: %w", err)
 	}
-	if d.core, err = aggregate(core); err != nil {
+	if d.core, err = aggregate(core, unlistedCore); err != nil {
 		return nil, err
 	}
-	if d.apis, err = aggregate(apis); err != nil {
+	if d.apis, err = aggregate(apis, unlistedApis); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -204,6 +218,9 @@ func resourceList(gv string, resources []*resource.Resource) metav1.APIResourceL
 		APIResources: []metav1.APIResource{},
 	}
 	for _, r := range resources {
+		if r.Unlisted {
+			continue
+		}
 		gvr := r.GroupVersionResource
 		rl.APIResources = append(rl.APIResources, metav1.APIResource{
 			Name:               gvr.Resource,
@@ -273,8 +290,12 @@ func versionDiscovery(v versionResources) apidiscoveryv2.APIVersionDiscovery {
 
 // aggregate encodes an aggregated document. Its ETag hashes the list as
 // kube-apiserver hashes it (without type metadata), so both versions
-// share it; Vary: Accept keeps caches apart.
-func aggregate(groups []apidiscoveryv2.APIGroupDiscovery) (aggregatedDocument, error) {
+// share it; Vary: Accept keeps caches apart. The resources it lists that
+// the resource lists leave out (unlisted) are hashed too, when there are
+// any: the gateway checks this ETag alone to learn that a backend's
+// documents changed, and a resource becoming listed changes only the
+// resource list.
+func aggregate(groups []apidiscoveryv2.APIGroupDiscovery, unlisted []string) (aggregatedDocument, error) {
 	if groups == nil {
 		groups = []apidiscoveryv2.APIGroupDiscovery{}
 	}
@@ -284,7 +305,12 @@ func aggregate(groups []apidiscoveryv2.APIGroupDiscovery) (aggregatedDocument, e
 		return aggregatedDocument{}, fmt.Errorf("encode aggregated discovery: %w", err)
 	}
 	var doc aggregatedDocument
-	doc.etag = fmt.Sprintf("%X", sha512.Sum512(unversioned))
+	h := sha512.New()
+	h.Write(unversioned)
+	if len(unlisted) > 0 {
+		fmt.Fprintf(h, "\nunlisted %s", strings.Join(unlisted, ","))
+	}
+	doc.etag = fmt.Sprintf("%X", h.Sum(nil))
 
 	list.TypeMeta = metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: apidiscoveryv2.SchemeGroupVersion.String()}
 	if doc.v2, err = json.Marshal(list); err != nil {

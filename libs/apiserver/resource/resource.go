@@ -81,6 +81,15 @@ type Resource struct {
 	// the objects anew through a new store.
 	StoreGeneration string
 
+	// Unlisted leaves the resource out of its group-version's resource
+	// list (/apis/<group>/<version>) while the aggregated discovery
+	// document lists it: a custom resource whose CRD's names are accepted
+	// but which is not established yet. kube lists a CRD's resources only
+	// once it is established, and clients that wait for a new CRD poll
+	// that list; crd establishes a CRD only once the gateway's aggregated
+	// document, which kubectl reads, lists it, so that one lists it first.
+	Unlisted bool
+
 	// Creater, when set, makes the resource one that is not stored, as
 	// kube's reviews: it answers every create and nothing else is served
 	// (Verbs must be just create). The server builds no store for it.

@@ -25,9 +25,11 @@ type Discovered func(ctx context.Context, crd *apiextensionsv1.CustomResourceDef
 
 // GatewayDiscovery answers Discovered from the aggregated discovery
 // document the gateway serves on /apis, which clients such as kubectl
-// read to map a kind to its resource before they send it. (The gateway
-// sends /apis/<group>/<version> on to the backend, so that document
-// lists a CRD before the merged ones do.)
+// read to map a kind to its resource before they send it. crd lists a
+// CRD there as soon as its names are accepted, and in
+// /apis/<group>/<version> only once it is established, as kube does:
+// that is the document kube's e2e fixtures poll before they write the
+// CRD again.
 func GatewayDiscovery(client rest.Interface) Discovered {
 	var (
 		mu      sync.Mutex

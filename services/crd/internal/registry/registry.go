@@ -38,6 +38,9 @@ type entry struct {
 	names       apiextensionsv1.CustomResourceDefinitionNames
 	served      bool
 	terminating bool
+	// established lists the resources in their group-versions' resource
+	// lists; until then only the aggregated discovery lists them.
+	established bool
 	resources   []*resource.Resource
 }
 
@@ -183,17 +186,22 @@ func (r *Registry) Sync(api Replacer, crds []*apiextensionsv1.CustomResourceDefi
 // entry returns crd's declarations, reusing the last ones when nothing
 // they depend on changed. Callers hold r.mu.
 func (r *Registry) entry(crd *apiextensionsv1.CustomResourceDefinition) (*entry, error) {
-	served := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted)
+	established := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established)
+	served := established || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted)
 	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
-	if prev, ok := r.entries[crd.Name]; ok && prev.uid == crd.UID && prev.generation == crd.Generation && namesEqual(prev.names, crd.Status.AcceptedNames) {
-		if prev.served == served && prev.terminating == terminating {
+	if prev, ok := r.entries[crd.Name]; ok && prev.uid == crd.UID && prev.generation == crd.Generation && namesEqual(prev.names, crd.Status.AcceptedNames) &&
+		(prev.served || !served) {
+		if prev.served == served && prev.terminating == terminating && prev.established == established {
 			return prev, nil
 		}
 		e := *prev
-		e.served, e.terminating = served, terminating
+		e.served, e.terminating, e.established = served, terminating, established
+		if prev.established != established {
+			e.resources = listed(prev.resources, established)
+		}
 		return &e, nil
 	}
-	e := &entry{uid: crd.UID, generation: crd.Generation, names: crd.Status.AcceptedNames, served: served, terminating: terminating}
+	e := &entry{uid: crd.UID, generation: crd.Generation, names: crd.Status.AcceptedNames, served: served, terminating: terminating, established: established}
 	if !served {
 		return e, nil
 	}
@@ -201,8 +209,23 @@ func (r *Registry) entry(crd *apiextensionsv1.CustomResourceDefinition) (*entry,
 	if err != nil {
 		return nil, err
 	}
-	e.resources = res
+	e.resources = listed(res, established)
 	return e, nil
+}
+
+// listed returns copies of res that discovery lists in their
+// group-versions' resource lists when established, as kube lists a CRD's
+// resources only once it is established: clients waiting for a new CRD
+// (kube's e2e fixtures among them) poll /apis/<group>/<version> and then
+// write the CRD, which must not race crd's own write of Established.
+func listed(res []*resource.Resource, established bool) []*resource.Resource {
+	out := make([]*resource.Resource, len(res))
+	for i, r := range res {
+		c := *r
+		c.Unlisted = !established
+		out[i] = &c
+	}
+	return out
 }
 
 func namesEqual(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {

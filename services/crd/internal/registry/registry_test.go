@@ -72,13 +72,14 @@ func newRegistry(t *testing.T) *registry.Registry {
 
 func TestServedVersions(t *testing.T) {
 	tests := []struct {
-		name  string
-		crd   *apiextensionsv1.CustomResourceDefinition
-		serve bool
+		name   string
+		crd    *apiextensionsv1.CustomResourceDefinition
+		serve  bool
+		listed bool
 	}{
 		{name: "names not yet accepted", crd: widgets()},
 		{name: "names accepted", crd: widgets(apiextensionsv1.NamesAccepted), serve: true},
-		{name: "established", crd: widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established), serve: true},
+		{name: "established", crd: widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established), serve: true, listed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,8 +87,12 @@ func TestServedVersions(t *testing.T) {
 			if err := newRegistry(t).Sync(s, []*apiextensionsv1.CustomResourceDefinition{tt.crd}); err != nil {
 				t.Fatal(err)
 			}
-			if got := s.find(widgetsV1) != nil; got != tt.serve {
+			r := s.find(widgetsV1)
+			if got := r != nil; got != tt.serve {
 				t.Errorf("widgets served = %v, want %v (served %d resources)", got, tt.serve, len(s.served))
+			}
+			if r != nil && r.Unlisted == tt.listed {
+				t.Errorf("widgets unlisted = %v, want %v", r.Unlisted, !tt.listed)
 			}
 			if s.find(schema.GroupVersionResource{Group: "example.com", Version: "v0", Resource: "widgets"}) != nil {
 				t.Error("a version that is not served is declared")
@@ -126,6 +131,26 @@ func TestRebuildsOnlyOnChange(t *testing.T) {
 	}
 	if s.find(widgetsV1) != nil {
 		t.Error("a deleted CRD's resources are still served")
+	}
+}
+
+// Establishing a CRD lists its resources and keeps their store, which
+// holds the watch cache of its objects.
+func TestEstablishingLists(t *testing.T) {
+	reg, s := newRegistry(t), &server{}
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{widgets(apiextensionsv1.NamesAccepted)}); err != nil {
+		t.Fatal(err)
+	}
+	accepted := s.find(widgetsV1)
+	if err := reg.Sync(s, []*apiextensionsv1.CustomResourceDefinition{widgets(apiextensionsv1.NamesAccepted, apiextensionsv1.Established)}); err != nil {
+		t.Fatal(err)
+	}
+	established := s.find(widgetsV1)
+	if !accepted.Unlisted || established.Unlisted {
+		t.Fatalf("unlisted before and after Established: %v, %v; want true, false", accepted.Unlisted, established.Unlisted)
+	}
+	if established.StoreGeneration != accepted.StoreGeneration {
+		t.Error("establishing a CRD changed its store generation: its watch cache would be read anew")
 	}
 }
 

@@ -396,3 +396,50 @@ func TestNewRouteBeforeItsBackendServesIt(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestUnlistedResourceListedSoon: crd lists a new CRD's resource in its
+// aggregated document first and in the group-version's resource list once
+// the CRD is established, which it is once the gateway's aggregated
+// document lists it. The gateway serves what it has and reads the
+// resource list again soon, not at the next check (an hour here).
+func TestUnlistedResourceListedSoon(t *testing.T) {
+	etcd := etcdtest.Start(t).Client(t)
+	unlisted := backendtest.Resources(t, apitest.Widgets)
+	for _, r := range unlisted {
+		r.Unlisted = true
+	}
+	widgets := backendtest.Start(t, etcd, "/widgets", unlisted)
+	routes := &table{routes: []gwdiscovery.Route{
+		{GroupVersion: apitest.Widgets.GroupVersion(), APIService: "v1.example.com", GroupPriorityMinimum: 1000, VersionPriority: 15, Available: true, Backend: widgets.URL},
+	}}
+	m, err := gwdiscovery.New(routes, http.DefaultClient,
+		gwdiscovery.WithInterval(time.Hour), gwdiscovery.WithCheckInterval(time.Hour), gwdiscovery.WithLogger(backendtest.Logger(t)))
+	if err != nil {
+		t.Fatalf("new merger: %v", err)
+	}
+	gateway := serve(t, m)
+	run(t, m)
+	listed := func(legacy bool) bool {
+		return slices.ContainsFunc(discover(t, gateway, legacy).Resources["example.com/v1"], func(r metav1.APIResource) bool { return r.Name == "widgets" })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !listed(false) {
+		if time.Now().After(deadline) {
+			t.Fatal("the aggregated document does not list the unlisted widgets within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if listed(true) {
+		t.Fatal("the resource list has the widgets before the backend lists them there")
+	}
+	if err := widgets.Server.Replace(backendtest.Resources(t, apitest.Widgets)); err != nil {
+		t.Fatalf("list widgets: %v", err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !listed(true) {
+		if time.Now().After(deadline) {
+			t.Fatal("the resource list does not have the widgets within 10s of the backend listing them")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

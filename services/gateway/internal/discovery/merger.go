@@ -2,10 +2,12 @@ package discovery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,10 +131,12 @@ func (m *Merger) Run(ctx context.Context) error {
 		}
 		// A route whose backend does not list its group-version yet is
 		// most often a CRD's, registered a moment before crd accepted
-		// its names: it is asked again soon, backing off up to the
-		// check interval, rather than only at the next check. A route
-		// newly missed starts the backoff over; one its backend never
-		// serves does not keep it going.
+		// its names; one whose resource list lacks a resource of the
+		// aggregated document is a CRD's that crd establishes once this
+		// gateway lists it. Either is asked again soon, backing off up
+		// to the check interval, rather than only at the next check. A
+		// route newly missed starts the backoff over; one its backend
+		// never serves does not keep it going.
 		fresh := false
 		for gv := range missing {
 			fresh = fresh || !missed[gv]
@@ -169,7 +173,7 @@ func (m *Merger) Sync(ctx context.Context) error {
 }
 
 // syncAndReport is Sync; it reports the routes' group-versions that a
-// backend which answered left out.
+// backend which answered left out or did not list whole.
 func (m *Merger) syncAndReport(ctx context.Context) (map[schema.GroupVersion]bool, error) {
 	changed, missing, err := m.sync(ctx)
 	if changed && m.onChange != nil {
@@ -183,7 +187,9 @@ func (m *Merger) syncAndReport(ctx context.Context) (map[schema.GroupVersion]boo
 // group-versions a backend that answered left out. The check between
 // syncs only says a sync is due: a sync that runs for another reason (the
 // interval, a Refresh, Run's first) may be the one that meets the change,
-// and the OpenAPI documents must follow it all the same.
+// and the OpenAPI documents must follow it all the same. A group-version
+// whose resource list lacks a resource that the aggregated document has
+// is served as it is and reported too.
 func (m *Merger) sync(ctx context.Context) (changed bool, missing map[schema.GroupVersion]bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -232,11 +238,13 @@ func (m *Merger) sync(ctx context.Context) (changed bool, missing map[schema.Gro
 			gv := metav1.GroupVersion{Group: r.GroupVersion.Group, Version: r.GroupVersion.Version}
 			v, ok := docs.aggregated[gv]
 			legacy := docs.legacy[r.legacyPath()]
-			if !ok || legacy == nil {
+			if !ok || legacy == nil || unlisted(v, legacy) {
 				if missing == nil {
 					missing = map[schema.GroupVersion]bool{}
 				}
 				missing[r.GroupVersion] = true
+			}
+			if !ok || legacy == nil {
 				continue
 			}
 			entries = append(entries, entry{route: r, aggregated: v, legacy: legacy})
@@ -248,6 +256,24 @@ func (m *Merger) sync(ctx context.Context) (changed bool, missing map[schema.Gro
 	}
 	m.docs.Store(d)
 	return changed, missing, nil
+}
+
+// unlisted reports whether the aggregated document v lists a resource
+// that the group-version's resource list legacy leaves out. crd lists a
+// CRD's resources in the aggregated document as soon as their names are
+// accepted, and in the resource list only once the CRD is established,
+// which it is once this gateway's aggregated document lists them.
+func unlisted(v apidiscoveryv2.APIVersionDiscovery, legacy []byte) bool {
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(legacy, &list); err != nil {
+		return false
+	}
+	for _, r := range v.Resources {
+		if !slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.Resource }) {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchBackend reads the aggregated documents a backend's routes need and
