@@ -235,6 +235,41 @@ func TestHistoryGrowsWhileFresh(t *testing.T) {
 	}
 }
 
+// TestHistoryShrinksWhenStale: once the events that grew the history
+// are older than the fresh window, the next events halve it again, as
+// kube-apiserver's watch cache shrinks, rather than holding a burst's
+// events (and their objects) for good.
+func TestHistoryShrinksWhenStale(t *testing.T) {
+	const fresh = 2 * time.Second
+	f := newFixture(t, nil, cacher.WithGrowingHistory(2, 64, fresh))
+	var revs []int64
+	for i := range 16 {
+		revs = append(revs, f.create("ns", "s"+strconv.Itoa(i), nil, ""))
+	}
+	f.synced(revs[15])
+	// The burst grew the history to hold all of it.
+	w := f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(revs[0], 10)})
+	if ev := next(t, w); describe(t, ev).rv != revs[1] {
+		t.Fatalf("watch from %d after a burst starts with %+v, want the event at %d", revs[0], describe(t, ev), revs[1])
+	}
+	time.Sleep(fresh + 100*time.Millisecond)
+	var last int64
+	for i := range 3 {
+		last = f.create("ns", "later"+strconv.Itoa(i), nil, "")
+	}
+	f.synced(last)
+	// Halved twice, to four events: the burst's last one and the three
+	// new ones. Without shrinking, sixteen would be held.
+	w = f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(revs[8], 10)})
+	if evs := expectClosed(t, w); len(evs) != 1 || evs[0].Type != watch.Error {
+		t.Fatalf("watch from %d after the history went stale delivered %v, want one error", revs[8], evs)
+	}
+	w = f.watch(f.keys.Prefix(), storage.WatchOptions{ResourceVersion: strconv.FormatInt(revs[14], 10)})
+	if ev := next(t, w); describe(t, ev).rv != revs[15] {
+		t.Fatalf("watch from %d starts with %+v, want the event at %d", revs[14], describe(t, ev), revs[15])
+	}
+}
+
 func TestWatchOlderThanHistoryIsExpired(t *testing.T) {
 	f := newFixture(t, nil, cacher.WithHistory(3))
 	first := f.create("ns", "o0", nil, "")

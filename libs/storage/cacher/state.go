@@ -64,10 +64,11 @@ type state struct {
 	ring  []*event
 	first int
 	count int
-	// maxRing bounds the ring's growth, and fresh is the age below which
-	// the oldest event is kept by growing the ring rather than evicted.
-	maxRing int
-	fresh   time.Duration
+	// minRing and maxRing bound the ring's size, and fresh is the age
+	// below which the oldest event is kept by growing the ring rather
+	// than evicted.
+	minRing, maxRing int
+	fresh            time.Duration
 	// floor is the oldest revision a watch can start after: every event
 	// newer than it is still in the ring.
 	floor int64
@@ -84,7 +85,7 @@ type state struct {
 }
 
 func newState(history, maxHistory int, fresh time.Duration) state {
-	return state{items: newItems(nil), ring: make([]*event, history), maxRing: maxHistory, fresh: fresh, advanced: make(chan struct{})}
+	return state{items: newItems(nil), ring: make([]*event, history), minRing: history, maxRing: maxHistory, fresh: fresh, advanced: make(chan struct{})}
 }
 
 func (s *state) signal() {
@@ -130,29 +131,55 @@ func (s *state) below(prefix string) (iter.Seq[entry], int) {
 
 // push records e, which must be newer than every event in the ring and
 // applied at e.at. When the ring is full it doubles, up to maxRing, while
-// its oldest event is fresh, and evicts that event otherwise.
+// its oldest event is fresh; it halves, down to minRing, once even the
+// newest quarter of it is not, as kube-apiserver's watch cache resizes,
+// so that the events of a burst are not held for good; then the oldest
+// event makes room.
 func (s *state) push(e *event) {
-	if s.count == len(s.ring) && len(s.ring) < s.maxRing && e.at.Sub(s.ring[s.first].at) < s.fresh {
-		ring := make([]*event, min(2*len(s.ring), s.maxRing))
-		for i := range s.count {
-			ring[i] = s.ring[(s.first+i)%len(s.ring)]
+	if s.count == len(s.ring) {
+		switch {
+		case len(s.ring) < s.maxRing && e.at.Sub(s.ring[s.first].at) < s.fresh:
+			s.resize(min(2*len(s.ring), s.maxRing))
+		case len(s.ring) > s.minRing && e.at.Sub(s.nth(s.count-max(len(s.ring)/4, 1)).at) > s.fresh:
+			s.resize(max(len(s.ring)/2, s.minRing))
 		}
-		s.ring, s.first = ring, 0
 	}
 	if s.count == len(s.ring) {
-		evicted := s.ring[s.first]
-		s.ring[s.first] = nil
-		s.first = (s.first + 1) % len(s.ring)
-		s.count--
-		// Every event newer than the evicted one is still held; like
-		// kube-apiserver, name the revision just before the oldest kept.
-		s.floor = evicted.rv
-		if s.count > 0 {
-			s.floor = s.ring[s.first].rv - 1
-		}
+		s.drop(1)
 	}
 	s.ring[(s.first+s.count)%len(s.ring)] = e
 	s.count++
+}
+
+// nth is the i-th event of the ring, the oldest being the 0th.
+func (s *state) nth(i int) *event { return s.ring[(s.first+i)%len(s.ring)] }
+
+// resize makes the ring hold n events, keeping the newest.
+func (s *state) resize(n int) {
+	if s.count > n {
+		s.drop(s.count - n)
+	}
+	ring := make([]*event, n)
+	for i := range s.count {
+		ring[i] = s.nth(i)
+	}
+	s.ring, s.first = ring, 0
+}
+
+// drop forgets the n oldest events, of which there are at least n.
+func (s *state) drop(n int) {
+	last := s.nth(n - 1)
+	for range n {
+		s.ring[s.first] = nil
+		s.first = (s.first + 1) % len(s.ring)
+	}
+	s.count -= n
+	// Every event newer than the last dropped is still held; like
+	// kube-apiserver, name the revision just before the oldest kept.
+	s.floor = last.rv
+	if s.count > 0 {
+		s.floor = s.nth(0).rv - 1
+	}
 }
 
 // since returns the events below prefix newer than rv, or false when some
@@ -161,11 +188,10 @@ func (s *state) since(rv int64, prefix string) ([]*event, bool) {
 	if rv < s.floor {
 		return nil, false
 	}
-	at := func(i int) *event { return s.ring[(s.first+i)%len(s.ring)] }
-	i := sort.Search(s.count, func(i int) bool { return at(i).rv > rv })
+	i := sort.Search(s.count, func(i int) bool { return s.nth(i).rv > rv })
 	var out []*event
 	for ; i < s.count; i++ {
-		if e := at(i); strings.HasPrefix(e.key, prefix) {
+		if e := s.nth(i); strings.HasPrefix(e.key, prefix) {
 			out = append(out, e)
 		}
 	}
