@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,29 @@ func TestAppendEvent(t *testing.T) {
 			ev.RequestObject = &runtime.Unknown{Raw: []byte(`{"kind": "Widget", "spec": {"html": "<b>&</b>"}}`), ContentType: runtime.ContentTypeJSON}
 			ev.ResponseObject = &runtime.Unknown{Raw: []byte(`{"kind":"Widget"}`), ContentType: runtime.ContentTypeJSON}
 		},
+		// Bodies as the audit records them, compact, and as it does not:
+		// appendEvent writes some as they are, json.Marshal the rest.
+		"compact bodies": func(ev *auditv1.Event) {
+			ev.Level = auditv1.LevelRequestResponse
+			ev.RequestObject = &runtime.Unknown{Raw: []byte(`{"kind":"Widget","spec":{"text":"a b\\\" {\"c\": [1, 2]}","n":[1,2.5e3,true,null]}}`), ContentType: runtime.ContentTypeJSON}
+			ev.ResponseObject = &runtime.Unknown{Raw: []byte(`{"kind":"Widget","spec":{"text":"\u003cb\u003e é 日本 \\"}}`)}
+		},
+		"bodies json.Marshal changes": func(ev *auditv1.Event) {
+			ev.Level = auditv1.LevelRequestResponse
+			ev.RequestObject = &runtime.Unknown{Raw: []byte("{\"kind\":\"Widget\",\"spec\":{\"line\":\"\u2028\",\"html\":\"<b>\"}}"), ContentType: runtime.ContentTypeJSON}
+			ev.ResponseObject = &runtime.Unknown{Raw: []byte("{\"kind\":\"Widget\",\n \"spec\":\t{\"a\":\"x y\"}\r}")}
+		},
+		// A quote escaped, or a backslash, read as ending a string would
+		// put the space after the string in one.
+		"a string that ends in an escaped quote, then a space": func(ev *auditv1.Event) {
+			ev.Level = auditv1.LevelRequest
+			ev.RequestObject = &runtime.Unknown{Raw: []byte(`{"a":"\"" ,"b":1}`), ContentType: runtime.ContentTypeJSON}
+		},
+		"a string that ends in an escaped backslash, then a space": func(ev *auditv1.Event) {
+			ev.Level = auditv1.LevelRequest
+			ev.RequestObject = &runtime.Unknown{Raw: []byte(`{"a":"\\"}`), ContentType: runtime.ContentTypeJSON}
+			ev.ResponseObject = &runtime.Unknown{Raw: []byte(`{"a":"\\\\" ,"b":"\\\"" ,"c":1}`), ContentType: runtime.ContentTypeJSON}
+		},
 		"authentication metadata": func(ev *auditv1.Event) {
 			ev.AuthenticationMetadata = &auditv1.AuthenticationMetadata{ImpersonationConstraint: "impersonate:user-info"}
 		},
@@ -127,10 +151,39 @@ func FuzzAppendEvent(f *testing.F) {
 	})
 }
 
+// FuzzAppendEventBody holds appendEvent to json.Marshal on recorded
+// bodies, which are valid JSON: those it writes as they are and those it
+// leaves to json.Marshal.
+func FuzzAppendEventBody(f *testing.F) {
+	f.Add(`{"kind":"Widget","spec":{"a":"b c","d":[1,2]}}`)
+	f.Add(`{"a":"\"" ,"b":1}`)
+	f.Add(`{"a":"\\\\" ,"b":1}`)
+	f.Add(`{"a":"<&>\u2028"}`)
+	f.Add("{\"a\":\"\u2029\"}")
+	f.Add(" [ 1 , \"x\" ] ")
+	f.Fuzz(func(t *testing.T, body string) {
+		if !json.Valid([]byte(body)) {
+			t.Skip()
+		}
+		ev := metadataEvent()
+		ev.Level = auditv1.LevelRequest
+		ev.RequestObject = &runtime.Unknown{Raw: []byte(body), ContentType: runtime.ContentTypeJSON}
+		checkAppendEvent(t, &ev)
+	})
+}
+
 // BenchmarkEncodeEvent compares appendEvent with json.Marshal on an
-// event of make up's policy.
+// event of make up's policy: a ConfigMap's, at level Metadata, and a
+// custom resource's create, at level Request.
 func BenchmarkEncodeEvent(b *testing.B) {
+	b.Run("metadata", func(b *testing.B) { benchmarkEncodeEvent(b, metadataEvent()) })
 	ev := metadataEvent()
+	ev.Level, ev.Verb = auditv1.LevelRequest, "create"
+	ev.RequestObject = &runtime.Unknown{Raw: []byte(`{"apiVersion":"load.kplane.dev/v1","kind":"Blob","metadata":{"name":"created-0-000001","namespace":"kplane-load-vbwftf","labels":{"load":"true"}},"spec":{"data":"` + strings.Repeat("x", 1024) + `"}}`), ContentType: runtime.ContentTypeJSON}
+	b.Run("request", func(b *testing.B) { benchmarkEncodeEvent(b, ev) })
+}
+
+func benchmarkEncodeEvent(b *testing.B, ev auditv1.Event) {
 	b.Run("appendEvent", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
