@@ -23,6 +23,13 @@ func (c *Config) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
+// IdleTimeout is how long a server of NewServer keeps a connection that
+// has no request, as kube-apiserver does. A client that keeps
+// connections to kplane's services must drop its idle ones sooner: one
+// that waits as long may send a request on a connection the server is
+// closing at that moment, which fails a write it cannot send again.
+const IdleTimeout = 90 * time.Second
+
 // NewServer is the HTTPS server of handler: TLS 1.2 or later with the
 // serving certificate, and a client certificate asked for but neither
 // required nor verified. The handlers verify it, as kube does, so that a
@@ -41,7 +48,7 @@ func (c *Config) NewServer(handler http.Handler) *http.Server {
 			ClientCAs:    c.ClientCA,
 		},
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
+		IdleTimeout:       IdleTimeout,
 		// Handshake failures of probes and scanners are noise, not
 		// warnings.
 		ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelDebug),

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"kplane.dev/libs/serving"
 	"kplane.dev/libs/tracing"
 )
 
@@ -142,7 +143,7 @@ func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*
 				TLSHandshakeTimeout:   10 * time.Second,
 				ForceAttemptHTTP2:     true,
 				MaxIdleConnsPerHost:   100,
-				IdleConnTimeout:       90 * time.Second,
+				IdleConnTimeout:       backendIdleTimeout,
 				ExpectContinueTimeout: time.Second,
 				// A replica cut off the network leaves its connection
 				// open and silent; pings find it, so the watches on it
@@ -159,7 +160,7 @@ func NewTransport(replicas []*url.URL, tlsConfig *tls.Config, opts ...Option) (*
 				// Every connection a burst opened stays for the next
 				// one: a new connection is a TLS handshake.
 				MaxIdleConnsPerHost:   maxIdleUnary,
-				IdleConnTimeout:       90 * time.Second,
+				IdleConnTimeout:       backendIdleTimeout,
 				ExpectContinueTimeout: time.Second,
 			},
 		})
@@ -413,6 +414,15 @@ func streaming(r *http.Request) bool {
 // maxIdleUnary bounds the idle HTTP/1.1 connections kept to one replica
 // address.
 const maxIdleUnary = 256
+
+// backendIdleTimeout is how long a connection to a backend stays idle
+// before the gateway closes it: well before the backend does
+// (serving.IdleTimeout). At the same 90 s a request could go out on a
+// connection the backend was closing; a write sent so is not sent again,
+// and the client got 503 "error trying to reach service: EOF" (once in
+// a kplane-load run, on a patch after the connection sat idle while the
+// reference server had its turn).
+const backendIdleTimeout = serving.IdleTimeout * 2 / 3
 
 func retriable(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
