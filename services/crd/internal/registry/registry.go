@@ -189,6 +189,8 @@ func (r *Registry) entry(crd *apiextensionsv1.CustomResourceDefinition) (*entry,
 	established := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established)
 	served := established || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted)
 	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
+	// An entry made while the CRD was not served has no resources to
+	// reuse.
 	if prev, ok := r.entries[crd.Name]; ok && prev.uid == crd.UID && prev.generation == crd.Generation && namesEqual(prev.names, crd.Status.AcceptedNames) &&
 		(prev.served || !served) {
 		if prev.served == served && prev.terminating == terminating && prev.established == established {

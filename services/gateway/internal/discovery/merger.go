@@ -238,16 +238,16 @@ func (m *Merger) sync(ctx context.Context) (changed bool, missing map[schema.Gro
 			gv := metav1.GroupVersion{Group: r.GroupVersion.Group, Version: r.GroupVersion.Version}
 			v, ok := docs.aggregated[gv]
 			legacy := docs.legacy[r.legacyPath()]
-			if !ok || legacy == nil || unlisted(v, legacy) {
+			served := ok && legacy != nil
+			if !served || unlisted(v, legacy) {
 				if missing == nil {
 					missing = map[schema.GroupVersion]bool{}
 				}
 				missing[r.GroupVersion] = true
 			}
-			if !ok || legacy == nil {
-				continue
+			if served {
+				entries = append(entries, entry{route: r, aggregated: v, legacy: legacy})
 			}
-			entries = append(entries, entry{route: r, aggregated: v, legacy: legacy})
 		}
 	}
 	d, err := build(entries)
