@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	"kplane.dev/libs/apiserver/auditannotation"
+	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/rest"
 	"kplane.dev/libs/natsrpc"
 	"kplane.dev/proto/admission"
@@ -219,7 +220,7 @@ func request(attrs *rest.Attributes) (*admissionv1.AdmissionRequest, error) {
 			obj = obj.DeepCopyObject()
 			obj.GetObjectKind().SetGroupVersionKind(attrs.Kind)
 		}
-		raw, err := json.Marshal(obj)
+		raw, err := objects.JSON(obj)
 		if err != nil {
 			return nil, fmt.Errorf("encode %T for admission: %w", f.obj, err)
 		}

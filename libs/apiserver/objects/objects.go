@@ -204,7 +204,7 @@ func (u *Unstructured) Encode(obj runtime.Object) ([]byte, error) {
 	if obj.GetObjectKind().GroupVersionKind().Empty() {
 		obj.GetObjectKind().SetGroupVersionKind(u.gvk)
 	}
-	return u.s.encode(obj)
+	return JSON(obj)
 }
 
 // Decode reads stored JSON into a new object.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kplane.dev/libs/apiserver/kubeproto"
+	"kplane.dev/libs/apiserver/objects"
 )
 
 // writeObject sends obj with status code in the form the request's Accept
@@ -105,7 +106,7 @@ func (h *Handler) encodeList(obj runtime.Object, out output) ([]byte, string, er
 	}
 	full := items.Interface()
 	items.Set(reflect.MakeSlice(items.Type(), 0, 0))
-	head, err := json.Marshal(obj)
+	head, err := objects.JSON(obj)
 	items.Set(reflect.ValueOf(full))
 	if err != nil {
 		return nil, "", fmt.Errorf("encode %T: %w", obj, err)
@@ -143,7 +144,7 @@ func encode(obj runtime.Object, out output) ([]byte, string, error) {
 		data, err := kubeproto.Encode(obj)
 		return data, kubeproto.MediaType, err
 	}
-	data, err := json.Marshal(obj)
+	data, err := objects.JSON(obj)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode %T: %w", obj, err)
 	}

@@ -3,7 +3,6 @@ package rest
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"kplane.dev/libs/apiserver/apistatus"
 	"kplane.dev/libs/apiserver/kubeproto"
+	"kplane.dev/libs/apiserver/objects"
 	"kplane.dev/libs/apiserver/requestinfo"
 	"kplane.dev/libs/storage"
 )
@@ -188,7 +188,7 @@ func (h *Handler) writeEvent(w io.Writer, ev watch.Event, out output, topts *met
 // jsonObject is obj as a watch event's object, as json.Marshal writes
 // it inside a metav1.WatchEvent.
 func jsonObject(obj runtime.Object) ([]byte, error) {
-	return json.Marshal(obj)
+	return objects.JSON(obj)
 }
 
 // eventObject is an event's object in the negotiated form; an ERROR
@@ -242,7 +242,7 @@ func (h *Handler) withListBlueprint(bookmark runtime.Object, out output) (runtim
 	if out.protobuf {
 		encoded, err = kubeproto.Encode(list)
 	} else {
-		encoded, err = json.Marshal(list)
+		encoded, err = objects.JSON(list)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encode the list blueprint: %w", err)
