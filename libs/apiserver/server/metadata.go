@@ -37,6 +37,9 @@ func (s *Server) Metadata(remote metadata.Interface, opts ...MetadataOption) met
 	for _, opt := range opts {
 		opt(m)
 	}
+	if m.custom != nil {
+		m.custom.build(m.ownership)
+	}
 	return m
 }
 
@@ -45,6 +48,8 @@ type localMetadata struct {
 	remote metadata.Interface
 	// custom, when set, finds custom resources in etcd.
 	custom *customResources
+	// ownership is set by OwnershipOnly.
+	ownership bool
 }
 
 func (m *localMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
@@ -87,7 +92,7 @@ func (r *localResource) source(ctx context.Context, opts metav1.ListOptions) (so
 	if b, prefix := r.local(); b != nil {
 		return source{store: b.store, prefix: prefix, attrs: b.r.AttrFunc()}, true
 	}
-	if r.custom == nil || opts.FieldSelector != "" {
+	if r.custom == nil || opts.FieldSelector != "" || (r.custom.ownership && opts.LabelSelector != "") {
 		return source{}, false
 	}
 	// An error reading the definition leaves the request to the API,

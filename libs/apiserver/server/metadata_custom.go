@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
 
 	"kplane.dev/libs/apiserver/objects"
@@ -39,9 +40,18 @@ func CustomResourcesIn(client *clientv3.Client, prefix string) MetadataOption {
 			client: client,
 			prefix: prefix,
 			crds:   storage.NewKeys(prefix, apiextensionsv1.GroupName, "customresourcedefinitions"),
-			store:  etcd3.New(client, metadataCodec{}, func() runtime.Object { return &metav1.PartialObjectMetadata{} }),
 		}
 	}
+}
+
+// OwnershipOnly makes the custom resources that CustomResourcesIn reads
+// from etcd carry only the metadata that ownership needs: name,
+// namespace, uid, resourceVersion, deletionTimestamp, ownerReferences and
+// finalizers, what the garbage collector keeps of every object. Their
+// managed fields, labels and annotations were most of what decoding
+// their metadata cost; a list or watch by label selector goes to the API.
+func OwnershipOnly() MetadataOption {
+	return func(m *localMetadata) { m.ownership = true }
 }
 
 // customResources finds custom resources in etcd.
@@ -52,6 +62,13 @@ type customResources struct {
 	// store reads any resource's objects as their metadata: a key's
 	// prefix, not the store, names the resource.
 	store storage.Interface
+	// ownership says that store reads only ownership's metadata.
+	ownership bool
+}
+
+func (c *customResources) build(ownership bool) {
+	c.ownership = ownership
+	c.store = etcd3.New(c.client, metadataCodec{ownership: ownership}, func() runtime.Object { return &metav1.PartialObjectMetadata{} })
 }
 
 // errNotCustom is a resource that no CustomResourceDefinition serves.
@@ -93,31 +110,65 @@ func (c *customResources) find(ctx context.Context, gvr schema.GroupVersionResou
 // the rest of the object and its type: client-go's metadata client
 // returns either, depending on the encoding, and nothing reads it. The
 // store it serves is only read.
-type metadataCodec struct{}
+type metadataCodec struct {
+	// ownership decodes only ownershipMeta's fields.
+	ownership bool
+}
 
 func (metadataCodec) Encode(runtime.Object) ([]byte, error) {
 	return nil, errors.New("the metadata of custom resources is read only")
 }
 
+// ownershipMeta is the part of ObjectMeta that OwnershipOnly keeps.
+type ownershipMeta struct {
+	Name              string                  `json:"name,omitempty"`
+	Namespace         string                  `json:"namespace,omitempty"`
+	UID               types.UID               `json:"uid,omitempty"`
+	ResourceVersion   string                  `json:"resourceVersion,omitempty"`
+	DeletionTimestamp *metav1.Time            `json:"deletionTimestamp,omitempty"`
+	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+	Finalizers        []string                `json:"finalizers,omitempty"`
+}
+
 // Decode reads only the metadata members of data when it can find them
 // without decoding the rest: a custom resource's spec and status were
 // most of what each of core's watch events cost to decode.
-func (metadataCodec) Decode(data []byte) (runtime.Object, error) {
+func (c metadataCodec) Decode(data []byte) (runtime.Object, error) {
+	if c.ownership {
+		var om ownershipMeta
+		if err := decodeMetadata(data, &om); err != nil {
+			return nil, err
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: om.Name, Namespace: om.Namespace, UID: om.UID, ResourceVersion: om.ResourceVersion,
+			DeletionTimestamp: om.DeletionTimestamp, OwnerReferences: om.OwnerReferences, Finalizers: om.Finalizers,
+		}}, nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	if err := decodeMetadata(data, &m.ObjectMeta); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeMetadata decodes the metadata of data, a stored object, into
+// into, as a case-sensitive decode of the whole object would.
+func decodeMetadata[M any](data []byte, into *M) error {
 	values, ok := objects.MembersExact(data, "metadata")
 	if !ok {
 		var obj struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
+			Metadata M `json:"metadata"`
 		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
-			return nil, err
+			return err
 		}
-		return &metav1.PartialObjectMetadata{ObjectMeta: obj.Metadata}, nil
+		*into = obj.Metadata
+		return nil
 	}
-	m := &metav1.PartialObjectMetadata{}
 	for _, v := range values {
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(v, &m.ObjectMeta); err != nil {
-			return nil, err
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(v, into); err != nil {
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }

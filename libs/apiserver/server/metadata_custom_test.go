@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"kplane.dev/libs/apiserver/resource"
 	"kplane.dev/libs/apiserver/server"
@@ -22,7 +25,7 @@ import (
 // f's etcd and prefix that stores configmaps only, as core does beside
 // crd, reading custom resources from etcd; its HTTP client is f's, whose
 // requests it records.
-func customMetadata(t *testing.T, f *fixture) (metadata.Interface, *recorder) {
+func customMetadata(t *testing.T, f *fixture, opts ...server.MetadataOption) (metadata.Interface, *recorder) {
 	t.Helper()
 	var cms []*resource.Resource
 	for _, r := range f.res {
@@ -30,8 +33,8 @@ func customMetadata(t *testing.T, f *fixture) (metadata.Interface, *recorder) {
 			cms = append(cms, r)
 		}
 	}
-	opts := &server.Options{Resources: cms, Stores: server.EtcdStores(f.etcd, f.prefix, nil)}
-	cfg, err := opts.Config()
+	sopts := &server.Options{Resources: cms, Stores: server.EtcdStores(f.etcd, f.prefix, nil)}
+	cfg, err := sopts.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func customMetadata(t *testing.T, f *fixture) (metadata.Interface, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return core.Metadata(remote, server.CustomResourcesIn(f.etcd, f.prefix)), rec
+	return core.Metadata(remote, append([]server.MetadataOption{server.CustomResourcesIn(f.etcd, f.prefix)}, opts...)...), rec
 }
 
 // putWidgetsDefinition stores the CustomResourceDefinition of widgets as
@@ -191,6 +194,59 @@ func TestMetadataOfCustomResourcesFromEtcd(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestOwnershipOnlyMetadataOfCustomResources shows OwnershipOnly's
+// lists from etcd holding what the API lists less the metadata that
+// ownership does not need, and a label selector left to the API.
+func TestOwnershipOnlyMetadataOfCustomResources(t *testing.T) {
+	f := newFixture(t, cached)
+	a := f.seedWidget("ns1", "a", 1)
+	b := f.seedWidget("ns1", "b", 2)
+	b.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Widget", Name: "a", UID: a.GetUID(), BlockOwnerDeletion: ptr.To(true)}})
+	b.SetFinalizers([]string{"example.com/hold"})
+	b.SetLabels(map[string]string{"app": "x"})
+	b.SetAnnotations(map[string]string{"note": "y"})
+	if _, err := f.dynamic().Resource(widgetsGVR).Namespace("ns1").Update(f.ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dynamic().Resource(widgetsGVR).Namespace("ns1").Delete(f.ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	putWidgetsDefinition(t, f, apiextensionsv1.NamespaceScoped)
+	local, rec := customMetadata(t, f, server.OwnershipOnly())
+
+	want, err := f.metadata().Resource(widgetsGVR).Namespace("ns1").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.Items {
+		m := &want.Items[i].ObjectMeta
+		*m = metav1.ObjectMeta{
+			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
+		}
+	}
+	got, err := local.Resource(widgetsGVR).Namespace("ns1").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := rec.sent(); len(sent) != 0 {
+		t.Errorf("list from etcd sent %v", sent)
+	}
+	if len(want.Items) != 2 || want.Items[1].DeletionTimestamp == nil || len(want.Items[1].OwnerReferences) != 1 {
+		t.Fatalf("the API listed %+v, want a and b, b being deleted with an owner", want.Items)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreTypes(metav1.TypeMeta{})); diff != "" {
+		t.Errorf("ownership-only list differs from the API's, trimmed (-API +in-process):\n%s", diff)
+	}
+
+	if _, err := local.Resource(widgetsGVR).List(f.ctx, metav1.ListOptions{LabelSelector: "app=x"}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := rec.sent(); len(sent) != 1 {
+		t.Errorf("list by label selector sent %v, want one request to the API", sent)
+	}
 }
 
 // TestMetadataOfClusterScopedCustomResources shows a namespace asked of
