@@ -101,17 +101,25 @@ func BenchmarkDecodeStored(b *testing.B) {
 // BenchmarkDecodeRequest decodes a create's JSON body as core does, with
 // client-go's default field validation (warn: strict) and without.
 func BenchmarkDecodeRequest(b *testing.B) {
-	o := typedConfigMaps(b)
-	data := storedConfigMap(b, o)
-	for _, strict := range []bool{false, true} {
-		b.Run(fmt.Sprintf("strict=%v", strict), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := o.DecodeRequest(data, resource.DecodeOptions{Strict: strict}); err != nil {
-					b.Fatal(err)
+	typed, custom := typedConfigMaps(b), widgets()
+	for _, kind := range []struct {
+		name string
+		o    resource.Objects
+		data []byte
+	}{
+		{"configmap", typed, storedConfigMap(b, typed)},
+		{"widget", custom, storedWidget(b, custom)},
+	} {
+		for _, strict := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/strict=%v", kind.name, strict), func(b *testing.B) {
+				b.SetBytes(int64(len(kind.data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := kind.o.DecodeRequest(kind.data, resource.DecodeOptions{Strict: strict}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -220,7 +220,7 @@ func (u *Unstructured) DecodeRequest(data []byte, opts resource.DecodeOptions) (
 	if opts.Protobuf {
 		return nil, fmt.Errorf("%s cannot be read from protobuf", u.gvk.Kind)
 	}
-	return u.decodeRequest(data, u.s.reader(opts), opts.Strict)
+	return u.decodeRequest(data, opts)
 }
 
 // MediaTypes are JSON and YAML: custom resources have no protobuf form.
@@ -236,11 +236,23 @@ func (u *Unstructured) decode(data []byte, s *json.Serializer) (runtime.Object, 
 	return obj, err
 }
 
+// decodeBody is what the serializer opts names decodes of a request
+// body, in one pass for JSON where decodeRequestJSON can take it.
+func (u *Unstructured) decodeBody(data []byte, opts resource.DecodeOptions) (runtime.Object, error) {
+	if !opts.YAML {
+		if obj, ok, err := u.decodeRequestJSON(data, opts.Strict); ok {
+			return obj, err
+		}
+	}
+	return u.decode(data, u.s.reader(opts))
+}
+
 // decodeRequest reads a request body and, as kube-apiserver does for
 // custom resources, keeps only the fields of ObjectMeta in its metadata:
 // unknown ones are dropped, and reported when strict.
-func (u *Unstructured) decodeRequest(data []byte, s *json.Serializer, strict bool) (runtime.Object, error) {
-	obj, err := u.decode(data, s)
+func (u *Unstructured) decodeRequest(data []byte, opts resource.DecodeOptions) (runtime.Object, error) {
+	strict := opts.Strict
+	obj, err := u.decodeBody(data, opts)
 	if obj == nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package objects
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kplane.dev/libs/apiserver/resource"
 )
@@ -96,5 +98,76 @@ func FuzzDecodeRequestJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sameRequestAsSerializer(t, typed, body, false)
 		sameRequestAsSerializer(t, typed, body, true)
+	})
+}
+
+// unstructuredRequestCases add to the stored cases custom resource
+// bodies that a strict decode reports on, and whether the one strict pass
+// may take them.
+var unstructuredRequestCases = []struct {
+	name, body string
+	onePass    bool
+}{
+	{name: "duplicate field", onePass: true, body: `{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":1,"a":2}}`},
+	{name: "duplicate fields deeper", onePass: true,
+		body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","name":"b"},"spec":{"l":[{"x":1,"x":{}}]}}`},
+	{name: "duplicate object", onePass: true, body: `{"apiVersion":"example.com/v1","kind":"Widget","spec":1,"spec":{}}`},
+	{name: "number out of range", body: `{"apiVersion":"example.com/v1","kind":"Widget","spec":{"big":12345678901234567890,"f":1e400}}`},
+	{name: "no kind", body: `{"apiVersion":"example.com/v1","metadata":{"name":"a"}}`},
+}
+
+// sameUnstructuredRequestAsSerializer fails t unless DecodeRequest
+// returns for a JSON body what the serializer alone returns, strict or
+// not, before the metadata is pruned.
+func sameUnstructuredRequestAsSerializer(t *testing.T, u *Unstructured, body []byte, strict bool) {
+	t.Helper()
+	opts := resource.DecodeOptions{Strict: strict}
+	got, gotErr := u.decodeBody(body, opts)
+	want, wantErr := u.decode(body, u.s.reader(opts))
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v", body, strict, gotErr, wantErr)
+	}
+	if runtime.IsStrictDecodingError(gotErr) != runtime.IsStrictDecodingError(wantErr) {
+		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v: not both strict decoding errors", body, strict, gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decode %q (strict %v):\n got %#v\nwant %#v", body, strict, got, want)
+	}
+}
+
+func TestUnstructuredDecodeRequestIsTheSerializers(t *testing.T) {
+	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
+	cases := slices.Clone(unstructuredRequestCases)
+	for _, tc := range storedCases {
+		cases = append(cases, struct {
+			name, body string
+			onePass    bool
+		}{"stored " + tc.name, tc.unstructured, tc.unstructuredOnePass})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				sameUnstructuredRequestAsSerializer(t, u, []byte(tc.body), strict)
+				if _, ok, _ := u.decodeRequestJSON([]byte(tc.body), strict); ok != tc.onePass {
+					t.Fatalf("strict %v: one pass taken %v, want %v", strict, ok, tc.onePass)
+				}
+			}
+		})
+	}
+}
+
+// FuzzUnstructuredDecodeRequestJSON checks that a custom resource's JSON
+// body decodes as the serializer alone decodes it, object and error.
+func FuzzUnstructuredDecodeRequestJSON(f *testing.F) {
+	for _, tc := range unstructuredRequestCases {
+		f.Add([]byte(tc.body))
+	}
+	for _, tc := range storedCases {
+		f.Add([]byte(tc.unstructured))
+	}
+	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sameUnstructuredRequestAsSerializer(t, u, body, false)
+		sameUnstructuredRequestAsSerializer(t, u, body, true)
 	})
 }

@@ -109,6 +109,30 @@ func (u *Unstructured) decodeStored(data []byte) (runtime.Object, bool) {
 	return obj, true
 }
 
+// decodeRequestJSON is DecodeRequest's one pass for a JSON body, on
+// decodeStored's terms. Strictly, it collects duplicate fields as the
+// strict serializer does, which decodes a custom resource into a map the
+// same way.
+func (u *Unstructured) decodeRequestJSON(data []byte, strict bool) (runtime.Object, bool, error) {
+	if !strict {
+		obj, ok := u.decodeStored(data)
+		return obj, ok, nil
+	}
+	m := map[string]any{}
+	strictErrs, err := sigsjson.UnmarshalStrict(data, &m)
+	if err != nil {
+		return nil, false, nil
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	if gvk := obj.GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" || !plainTypeKeys(data) {
+		return nil, false, nil
+	}
+	if len(strictErrs) > 0 {
+		return obj, true, runtime.NewStrictDecodingError(strictErrs)
+	}
+	return obj, true, nil
+}
+
 // plainTypeKeys reports whether data, valid JSON, is an object naming
 // apiVersion and kind at most once each, spelled exactly, and with no key
 // encoding/json would match to either case-insensitively. A key with an
