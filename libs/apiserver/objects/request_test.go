@@ -14,10 +14,7 @@ import (
 
 // requestCases are JSON bodies DecodeRequest may meet, and whether its one
 // pass may take them; beside them, the stored cases' neighbours.
-var requestCases = []struct {
-	name, body string
-	onePass    bool
-}{
+var requestCases = []requestCase{
 	{name: "as client-go sends", onePass: true,
 		body: `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","creationTimestamp":null},"data":{"k":"v"}}`},
 	{name: "no apiVersion or kind", onePass: true, body: `{"metadata":{"name":"a"},"data":{"k":"v"}}`},
@@ -40,6 +37,27 @@ var requestCases = []struct {
 	{name: "null", body: `null`},
 }
 
+// requestCase is a JSON body, and whether a one pass may take it.
+type requestCase struct {
+	name, body string
+	onePass    bool
+}
+
+// checkRequestCases runs same on each case's body, strict and not, and
+// checks that onePass takes it where it should.
+func checkRequestCases(t *testing.T, cases []requestCase, same func(t *testing.T, body []byte, strict bool), onePass func(body []byte, strict bool) (runtime.Object, bool, error)) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				same(t, []byte(tc.body), strict)
+				if _, ok, _ := onePass([]byte(tc.body), strict); ok != tc.onePass {
+					t.Fatalf("strict %v: one pass taken %v, want %v", strict, ok, tc.onePass)
+				}
+			}
+		})
+	}
+}
+
 func newConfigMapObjects(tb testing.TB) *Typed {
 	tb.Helper()
 	scheme := runtime.NewScheme()
@@ -57,57 +75,61 @@ func newConfigMapObjects(tb testing.TB) *Typed {
 // body exactly what the serializer alone returns, strict or not.
 func sameRequestAsSerializer(t *testing.T, typed *Typed, body []byte, strict bool) {
 	t.Helper()
+	sameDecode(t, body, strict, typed.DecodeRequest, func(body []byte, opts resource.DecodeOptions) (runtime.Object, error) {
+		return typed.decode(body, typed.s.reader(opts))
+	})
+}
+
+// sameDecode fails t unless got decodes body as want does, object and
+// error.
+func sameDecode(t *testing.T, body []byte, strict bool, got, want func([]byte, resource.DecodeOptions) (runtime.Object, error)) {
+	t.Helper()
 	opts := resource.DecodeOptions{Strict: strict}
-	got, gotErr := typed.DecodeRequest(body, opts)
-	want, wantErr := typed.decode(body, typed.s.reader(opts))
+	gotObj, gotErr := got(body, opts)
+	wantObj, wantErr := want(body, opts)
 	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v", body, strict, gotErr, wantErr)
 	}
 	if runtime.IsStrictDecodingError(gotErr) != runtime.IsStrictDecodingError(wantErr) {
 		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v: not both strict decoding errors", body, strict, gotErr, wantErr)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("decode %q (strict %v):\n got %#v\nwant %#v", body, strict, got, want)
+	if !reflect.DeepEqual(gotObj, wantObj) {
+		t.Fatalf("decode %q (strict %v):\n got %#v\nwant %#v", body, strict, gotObj, wantObj)
 	}
 }
 
 func TestDecodeRequestIsTheSerializers(t *testing.T) {
 	typed := newConfigMapObjects(t)
-	for _, tc := range requestCases {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, strict := range []bool{false, true} {
-				sameRequestAsSerializer(t, typed, []byte(tc.body), strict)
-				if _, ok, _ := typed.decodeRequestJSON([]byte(tc.body), strict); ok != tc.onePass {
-					t.Fatalf("strict %v: one pass taken %v, want %v", strict, ok, tc.onePass)
-				}
-			}
-		})
-	}
+	checkRequestCases(t, requestCases, func(t *testing.T, body []byte, strict bool) {
+		sameRequestAsSerializer(t, typed, body, strict)
+	}, typed.decodeRequestJSON)
 }
 
 // FuzzDecodeRequestJSON checks that DecodeRequest returns for any JSON
-// body what the serializer alone returns, object and error.
+// body what the serializer alone returns, object and error, as a typed
+// and as a custom resource.
 func FuzzDecodeRequestJSON(f *testing.F) {
-	for _, tc := range requestCases {
+	for _, tc := range slices.Concat(requestCases, unstructuredRequestCases) {
 		f.Add([]byte(tc.body))
 	}
 	for _, tc := range storedCases {
 		f.Add([]byte(tc.typed))
+		f.Add([]byte(tc.unstructured))
 	}
 	typed := newConfigMapObjects(f)
+	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		sameRequestAsSerializer(t, typed, body, false)
-		sameRequestAsSerializer(t, typed, body, true)
+		for _, strict := range []bool{false, true} {
+			sameRequestAsSerializer(t, typed, body, strict)
+			sameUnstructuredRequestAsSerializer(t, u, body, strict)
+		}
 	})
 }
 
 // unstructuredRequestCases add to the stored cases custom resource
 // bodies that a strict decode reports on, and whether the one strict pass
 // may take them.
-var unstructuredRequestCases = []struct {
-	name, body string
-	onePass    bool
-}{
+var unstructuredRequestCases = []requestCase{
 	{name: "duplicate field", onePass: true, body: `{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":1,"a":2}}`},
 	{name: "duplicate fields deeper", onePass: true,
 		body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","name":"b"},"spec":{"l":[{"x":1,"x":{}}]}}`},
@@ -121,53 +143,18 @@ var unstructuredRequestCases = []struct {
 // not, before the metadata is pruned.
 func sameUnstructuredRequestAsSerializer(t *testing.T, u *Unstructured, body []byte, strict bool) {
 	t.Helper()
-	opts := resource.DecodeOptions{Strict: strict}
-	got, gotErr := u.decodeBody(body, opts)
-	want, wantErr := u.decode(body, u.s.reader(opts))
-	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v", body, strict, gotErr, wantErr)
-	}
-	if runtime.IsStrictDecodingError(gotErr) != runtime.IsStrictDecodingError(wantErr) {
-		t.Fatalf("decode %q (strict %v): err %v, the serializer's %v: not both strict decoding errors", body, strict, gotErr, wantErr)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("decode %q (strict %v):\n got %#v\nwant %#v", body, strict, got, want)
-	}
+	sameDecode(t, body, strict, u.decodeBody, func(body []byte, opts resource.DecodeOptions) (runtime.Object, error) {
+		return u.decode(body, u.s.reader(opts))
+	})
 }
 
 func TestUnstructuredDecodeRequestIsTheSerializers(t *testing.T) {
 	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
 	cases := slices.Clone(unstructuredRequestCases)
 	for _, tc := range storedCases {
-		cases = append(cases, struct {
-			name, body string
-			onePass    bool
-		}{"stored " + tc.name, tc.unstructured, tc.unstructuredOnePass})
+		cases = append(cases, requestCase{"stored " + tc.name, tc.unstructured, tc.unstructuredOnePass})
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, strict := range []bool{false, true} {
-				sameUnstructuredRequestAsSerializer(t, u, []byte(tc.body), strict)
-				if _, ok, _ := u.decodeRequestJSON([]byte(tc.body), strict); ok != tc.onePass {
-					t.Fatalf("strict %v: one pass taken %v, want %v", strict, ok, tc.onePass)
-				}
-			}
-		})
-	}
-}
-
-// FuzzUnstructuredDecodeRequestJSON checks that a custom resource's JSON
-// body decodes as the serializer alone decodes it, object and error.
-func FuzzUnstructuredDecodeRequestJSON(f *testing.F) {
-	for _, tc := range unstructuredRequestCases {
-		f.Add([]byte(tc.body))
-	}
-	for _, tc := range storedCases {
-		f.Add([]byte(tc.unstructured))
-	}
-	u := NewUnstructured(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "WidgetList")
-	f.Fuzz(func(t *testing.T, body []byte) {
-		sameUnstructuredRequestAsSerializer(t, u, body, false)
-		sameUnstructuredRequestAsSerializer(t, u, body, true)
-	})
+	checkRequestCases(t, cases, func(t *testing.T, body []byte, strict bool) {
+		sameUnstructuredRequestAsSerializer(t, u, body, strict)
+	}, u.decodeRequestJSON)
 }
