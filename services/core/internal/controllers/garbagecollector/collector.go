@@ -254,6 +254,13 @@ func (r *run) processNext(ctx context.Context, q workqueue.TypedRateLimitingInte
 		r.c.log.Warn("leaving object alone", "uid", string(uid), "error", err)
 		q.Forget(uid)
 	case ctx.Err() != nil:
+	case meta.IsNoMatchError(err):
+		// An owner of a kind the last discovery did not see: most
+		// likely a custom resource whose definition came after it,
+		// which the next discovery brings. kube's collector logs this
+		// only at its debug level, as here, and retries the same way.
+		r.c.log.Debug("owner's kind not discovered yet; will retry", "uid", string(uid), "error", err)
+		q.AddRateLimited(uid)
 	default:
 		r.c.log.Error("collect garbage; will retry", "uid", string(uid), "error", err)
 		q.AddRateLimited(uid)

@@ -433,6 +433,63 @@ func TestRediscoveryWatchesNewResources(t *testing.T) {
 	e.eventuallyGone(widget, ns)
 }
 
+// TestOwnerOfAnUndiscoveredKind gives a ConfigMap an owner of a kind the
+// collector has not discovered, as a custom resource created with its
+// definition is until the next discovery: the ConfigMap stays, and the
+// collector says why at its debug level, as kube's does, not as an error.
+func TestOwnerOfAnUndiscoveredKind(t *testing.T) {
+	e, srv := newEnvServer(t)
+	all, err := apitest.Resources(nil)
+	if err != nil {
+		t.Fatalf("declare resources: %v", err)
+	}
+	var configMapsOnly []*resource.Resource
+	for _, r := range all {
+		if r.GroupVersionResource == apitest.ConfigMaps {
+			configMapsOnly = append(configMapsOnly, r)
+		}
+	}
+	if err := srv.Server.Replace(configMapsOnly); err != nil {
+		t.Fatalf("serve configmaps only: %v", err)
+	}
+	logged := &undiscoveredKinds{Handler: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})}
+	e.startCollector(garbagecollector.WithResyncInterval(time.Hour), garbagecollector.WithLogger(slog.New(logged)))
+	e.eventually("the collector to discover ConfigMaps", func() bool { return logged.synced.Load() > 0 })
+	if err := srv.Server.Replace(all); err != nil {
+		t.Fatalf("serve widgets too: %v", err)
+	}
+	const ns = "undiscovered"
+	own := e.widget(ns, "owner", nil)
+	cm := e.configMap(ns, "dependent", nil, own)
+	e.eventually("the collector to meet the owner's kind", func() bool { return logged.undiscovered.Load() > 0 })
+	if n := logged.errors.Load(); n > 0 {
+		t.Errorf("the collector logged %d errors, want none", n)
+	}
+	if e.object(cm, ns) == nil {
+		t.Error("the dependent of an undiscovered owner was deleted")
+	}
+}
+
+// undiscoveredKinds counts the collector's records of its first sync,
+// about owners of kinds it has not discovered, and its errors.
+type undiscoveredKinds struct {
+	slog.Handler
+	synced, undiscovered, errors atomic.Int32
+}
+
+func (h *undiscoveredKinds) Handle(ctx context.Context, r slog.Record) error {
+	switch r.Message {
+	case "garbage collector synced; starting workers":
+		h.synced.Add(1)
+	case "owner's kind not discovered yet; will retry":
+		h.undiscovered.Add(1)
+	}
+	if r.Level >= slog.LevelError {
+		h.errors.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
 func TestConcurrentReferenceChangesAreKept(t *testing.T) {
 	e := newEnv(t)
 	e.startCollector()
