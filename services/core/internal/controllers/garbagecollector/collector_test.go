@@ -397,8 +397,10 @@ func TestInvalidOwnerReferences(t *testing.T) {
 	}
 }
 
-func TestRediscoveryWatchesNewResources(t *testing.T) {
-	e, srv := newEnvServer(t)
+// serveConfigMapsOnly has srv serve ConfigMaps and nothing else, and
+// returns all the resources it can serve.
+func serveConfigMapsOnly(t *testing.T, srv *apitest.Server) []*resource.Resource {
+	t.Helper()
 	all, err := apitest.Resources(nil)
 	if err != nil {
 		t.Fatalf("declare resources: %v", err)
@@ -412,6 +414,12 @@ func TestRediscoveryWatchesNewResources(t *testing.T) {
 	if err := srv.Server.Replace(configMapsOnly); err != nil {
 		t.Fatalf("serve configmaps only: %v", err)
 	}
+	return all
+}
+
+func TestRediscoveryWatchesNewResources(t *testing.T) {
+	e, srv := newEnvServer(t)
+	all := serveConfigMapsOnly(t, srv)
 	e.startCollector()
 	const ns = "rediscovery"
 	first := e.configMap(ns, "first-owner", nil)
@@ -439,19 +447,7 @@ func TestRediscoveryWatchesNewResources(t *testing.T) {
 // collector says why at its debug level, as kube's does, not as an error.
 func TestOwnerOfAnUndiscoveredKind(t *testing.T) {
 	e, srv := newEnvServer(t)
-	all, err := apitest.Resources(nil)
-	if err != nil {
-		t.Fatalf("declare resources: %v", err)
-	}
-	var configMapsOnly []*resource.Resource
-	for _, r := range all {
-		if r.GroupVersionResource == apitest.ConfigMaps {
-			configMapsOnly = append(configMapsOnly, r)
-		}
-	}
-	if err := srv.Server.Replace(configMapsOnly); err != nil {
-		t.Fatalf("serve configmaps only: %v", err)
-	}
+	all := serveConfigMapsOnly(t, srv)
 	logged := &undiscoveredKinds{Handler: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})}
 	e.startCollector(garbagecollector.WithResyncInterval(time.Hour), garbagecollector.WithLogger(slog.New(logged)))
 	e.eventually("the collector to discover ConfigMaps", func() bool { return logged.synced.Load() > 0 })
