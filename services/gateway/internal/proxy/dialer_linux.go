@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"errors"
+	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,4 +18,28 @@ func setUserTimeout(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// closedByPeer reports whether the peer of an idle connection has closed
+// it, or sent something unasked (a TLS alert before closing), so that a
+// request is not written into a connection that is going away: peeking
+// at the socket without waiting costs one system call.
+func closedByPeer(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	var b [1]byte
+	if err := rc.Control(func(fd uintptr) {
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		closed = !errors.Is(err, unix.EAGAIN)
+	}); err != nil {
+		return true
+	}
+	return closed
 }

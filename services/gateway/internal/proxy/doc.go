@@ -9,5 +9,8 @@
 // A Transport spreads requests over the replicas of one backend (every
 // address each replica name resolves to, resolved again as replicas come
 // and go) and, for idempotent requests, moves on to the next replica when
-// a replica cannot be reached before it has answered.
+// a replica cannot be reached before it has answered. Watches go to a
+// replica over HTTP/2, everything else over HTTP/1.1, written and read on
+// the goroutine of the request being forwarded where its bytes are known
+// up front.
 package proxy
