@@ -8,31 +8,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // connCounter counts the connections a test replica accepted.
-type connCounter struct {
-	mu sync.Mutex
-	n  int
-}
+type connCounter struct{ n atomic.Int64 }
 
 func (c *connCounter) track(_ net.Conn, s http.ConnState) {
 	if s == http.StateNew {
-		c.mu.Lock()
-		c.n++
-		c.mu.Unlock()
+		c.n.Add(1)
 	}
 }
 
-func (c *connCounter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
+func (c *connCounter) count() int64 { return c.n.Load() }
 
 // countedReplica starts a TLS replica serving h over HTTP/1.1 and counts
 // its connections.
