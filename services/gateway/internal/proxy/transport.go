@@ -276,7 +276,7 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	start := int(t.next.Add(1) - 1)
-	idempotent := retriable(r)
+	idempotent, stream, direct := retriable(r), streaming(r), sendable(r)
 	// A small body of declared length is read whole first (see
 	// holdBody); a larger one, or one of unknown length, streams to the
 	// replica, never held in memory: a request whose connection could not
@@ -302,7 +302,7 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		out.Host = tg.url.Host
 		var resp *http.Response
 		switch {
-		case body == nil && !streaming(r) && sendable(r):
+		case body == nil && !stream && direct:
 			resp, err = tg.direct.roundTrip(out, e.host, held)
 		case held != nil:
 			out.Body = io.NopCloser(bytes.NewReader(held))
@@ -310,7 +310,7 @@ func (t *Transport) roundTrip(r *http.Request) (*http.Response, error) {
 		case body != nil:
 			out.Body = body
 			resp, err = tg.unary.RoundTrip(out)
-		case streaming(r):
+		case stream:
 			resp, err = tg.streams.RoundTrip(out)
 		default:
 			resp, err = tg.unary.RoundTrip(out)
