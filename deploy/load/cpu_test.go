@@ -30,8 +30,9 @@ func TestReadCPUSeconds(t *testing.T) {
 	}
 }
 
-// TestMeasureCPU: a round's CPU time per operation is what the side's
-// processes spent in it, read from /proc: here a helper that spins.
+// TestMeasureCPU: a round's CPU time and context switches per operation
+// are what the side's processes spent in it, read from /proc: here a
+// helper that spins and sleeps by turns.
 func TestMeasureCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skipf("no /proc/self/stat: %v", err)
@@ -46,8 +47,8 @@ func TestMeasureCPU(t *testing.T) {
 		time.Sleep(time.Second)
 		return Sample{Ops: 100}
 	})
-	// The helper spins on one core: about 10 ms per operation, less when
-	// the machine is busy, never more.
+	// The helper spins half the time on one core: about 5 ms per
+	// operation, less when the machine is busy, never more than 10.
 	if sample.CPUMicrosPerOp < 100 || sample.CPUMicrosPerOp > 12000 {
 		t.Errorf("CPU per op %.0f µs, want between 100 and 12,000 (a spinning process over a second, 100 ops)", sample.CPUMicrosPerOp)
 	}
@@ -55,6 +56,14 @@ func TestMeasureCPU(t *testing.T) {
 	name := filepath.Base(os.Args[0])
 	if got := sample.CPUMicrosPerOpByProgram; len(got) != 1 || got[name] != sample.CPUMicrosPerOp {
 		t.Errorf("CPU by program %v, want all %.0f µs under %q", got, sample.CPUMicrosPerOp, name)
+	}
+	// Each sleep stops the helper's thread: hundreds of switches in the
+	// second, several per operation.
+	if sample.SwitchesPerOp < 1 {
+		t.Errorf("%.2f context switches per op, want at least 1 (a process sleeping every other millisecond, 100 ops in a second)", sample.SwitchesPerOp)
+	}
+	if got := sample.SwitchesPerOpByProgram; len(got) != 1 || got[name] != sample.SwitchesPerOp {
+		t.Errorf("context switches by program %v, want all %.2f under %q", got, sample.SwitchesPerOp, name)
 	}
 	if got := measureCPU(nil, func() Sample { return Sample{Ops: 1} }); got.CPUMicrosPerOp != 0 {
 		t.Errorf("a side without processes measured %.0f µs per op", got.CPUMicrosPerOp)
@@ -82,21 +91,24 @@ func TestProgram(t *testing.T) {
 func TestCPUByProgram(t *testing.T) {
 	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 3}
 	for _, s := range []struct {
-		side      int
-		byProgram map[string]float64
+		side                int
+		byProgram, switches map[string]float64
 	}{
-		{0, map[string]float64{"kplane-core": 300, "kplane-gateway": 100, "kplane-authn": 1}},
-		{0, map[string]float64{"kplane-core": 350, "kplane-gateway": 150, "kplane-authn": 1}},
-		{0, map[string]float64{"kplane-core": 400, "kplane-authn": 1}},
-		{1, map[string]float64{"kube-apiserver": 500, "etcd": 200}},
-		{1, map[string]float64{"kube-apiserver": 600, "etcd": 300}},
-		{1, map[string]float64{"kube-apiserver": 700, "etcd": 250}},
+		{0, map[string]float64{"kplane-core": 300, "kplane-gateway": 100, "kplane-authn": 1}, map[string]float64{"kplane-core": 4, "kplane-gateway": 6}},
+		{0, map[string]float64{"kplane-core": 350, "kplane-gateway": 150, "kplane-authn": 1}, map[string]float64{"kplane-core": 5, "kplane-gateway": 5}},
+		{0, map[string]float64{"kplane-core": 400, "kplane-authn": 1}, map[string]float64{"kplane-core": 6, "kplane-gateway": 7}},
+		{1, map[string]float64{"kube-apiserver": 500, "etcd": 200}, map[string]float64{"kube-apiserver": 4, "etcd": 5}},
+		{1, map[string]float64{"kube-apiserver": 600, "etcd": 300}, map[string]float64{"kube-apiserver": 4, "etcd": 5}},
+		{1, map[string]float64{"kube-apiserver": 700, "etcd": 250}, map[string]float64{"kube-apiserver": 4, "etcd": 5}},
 	} {
-		var total float64
+		var total, switches float64
 		for _, v := range s.byProgram {
 			total += v
 		}
-		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: total, CPUMicrosPerOpByProgram: s.byProgram})
+		for _, v := range s.switches {
+			switches += v
+		}
+		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: total, CPUMicrosPerOpByProgram: s.byProgram, SwitchesPerOp: switches, SwitchesPerOpByProgram: s.switches})
 	}
 	r.summarize()
 	a, b := r.Workloads[0].Sides[0].CPUMicrosPerOpByProgram, r.Workloads[0].Sides[1].CPUMicrosPerOpByProgram
@@ -108,7 +120,13 @@ func TestCPUByProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
-	for _, want := range []string{"A  kplane-core 350, kplane-gateway 100\n", "B  kube-apiserver 600, etcd 250\n"} {
+	if sa, sb := r.Workloads[0].Sides[0], r.Workloads[0].Sides[1]; sa.SwitchesPerOp != 10 || sa.SwitchesPerOpByProgram["kplane-gateway"] != 6 || sb.SwitchesPerOp != 9 {
+		t.Errorf("context switches: A %v %v, B %v; want medians 10 in all and 6 of the gateway, and 9", sa.SwitchesPerOp, sa.SwitchesPerOpByProgram, sb.SwitchesPerOp)
+	}
+	for _, want := range []string{
+		"A  kplane-core 350, kplane-gateway 100\n", "B  kube-apiserver 600, etcd 250\n",
+		"A  10.0  kplane-gateway 6.0, kplane-core 5.0\n", "B  9.0   etcd 5.0, kube-apiserver 4.0\n",
+	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table without %q:\n%s", want, table)
 		}
@@ -146,5 +164,29 @@ func TestCPURatio(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table without %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestReadSwitches sums the voluntary and involuntary context switches of
+// every thread of a process, leaving out one whose status cannot be read.
+func TestReadSwitches(t *testing.T) {
+	dir := t.TempDir()
+	for tid, status := range map[string]string{
+		"1":  "Name:\tkplane-core\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\n",
+		"7":  "Name:\tkplane-core\nvoluntary_ctxt_switches:\t100\nnonvoluntary_ctxt_switches:\t3\n",
+		"12": "Name:\tkplane-core\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, "task", tid), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "task", tid, "status"), []byte(status), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := readSwitches(dir); err != nil || got != 115 {
+		t.Errorf("readSwitches = %d, %v; want 115 (10+2 and 100+3)", got, err)
+	}
+	if _, err := readSwitches(t.TempDir()); err == nil {
+		t.Error("a process without threads read without an error")
 	}
 }

@@ -83,18 +83,33 @@ func (p *processes) sample() (usage, int, error) {
 	return sum, n, err
 }
 
-// cpuSeconds returns the CPU time, user and system, that every matching
-// process but this one has used since it started, summed by program:
-// the last element of the process's first argument ("kplane-core",
-// "etcd"), so that replicas of one program count together.
-func (p *processes) cpuSeconds() (map[string]float64, error) {
-	sum := map[string]float64{}
+// cost is what a program's processes have spent since they started: CPU
+// time, user and system, and context switches, voluntary (a thread
+// waiting: on a lock, a socket, a sleep) and not (a thread preempted).
+type cost struct {
+	cpuSeconds float64
+	switches   int64
+}
+
+// costs returns what every matching process but this one has spent since
+// it started, summed by program: the last element of the process's first
+// argument ("kplane-core", "etcd"), so that replicas of one program count
+// together.
+func (p *processes) costs() (map[string]cost, error) {
+	sum := map[string]cost{}
 	_, err := p.each(func(dir string, cmdline []byte) error {
 		s, err := readCPUSeconds(dir)
 		if err != nil {
 			return err
 		}
-		sum[program(cmdline)] += s
+		n, err := readSwitches(dir)
+		if err != nil {
+			return err
+		}
+		c := sum[program(cmdline)]
+		c.cpuSeconds += s
+		c.switches += n
+		sum[program(cmdline)] = c
 		return nil
 	})
 	return sum, err
@@ -170,6 +185,32 @@ func readCPUSeconds(dir string) (float64, error) {
 	return float64(ticks) / userHZ, nil
 }
 
+// readSwitches sums the context switches of a process's threads, from
+// each one's status under task/: the process's own status counts its
+// first thread only. A thread that ends while they are read is left out;
+// one of them must be read.
+func readSwitches(dir string) (int64, error) {
+	threads, err := filepath.Glob(filepath.Join(dir, "task", "[0-9]*", "status"))
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	read := 0
+	for _, status := range threads {
+		var voluntary, involuntary int64
+		fields := map[string]*int64{"voluntary_ctxt_switches:": &voluntary, "nonvoluntary_ctxt_switches:": &involuntary}
+		if err := readFields(status, fields, ""); err != nil {
+			continue
+		}
+		sum += voluntary + involuntary
+		read++
+	}
+	if read == 0 {
+		return 0, fmt.Errorf("%s: no thread's context switches read", dir)
+	}
+	return sum, nil
+}
+
 // readUsage reads a process's resident memory from its status and its
 // proportional share from smaps_rollup.
 func readUsage(dir string) (usage, error) {
@@ -187,6 +228,12 @@ func readUsage(dir string) (usage, error) {
 // readKiB reads the "Name: N kB" lines of fields from a /proc file; each
 // must be there.
 func readKiB(path string, fields map[string]*int64) error {
+	return readFields(path, fields, "kB")
+}
+
+// readFields reads the "Name: N unit" lines of fields from a /proc file,
+// or "Name: N" with no unit; each must be there.
+func readFields(path string, fields map[string]*int64, unit string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -195,20 +242,20 @@ func readKiB(path string, fields map[string]*int64) error {
 	found := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// "Name:", a tab or spaces, the number, "kB".
+		// "Name:", a tab or spaces, the number, the unit.
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 || f[2] != "kB" {
+		if unit == "" && len(f) != 2 || unit != "" && (len(f) != 3 || f[2] != unit) {
 			continue
 		}
 		dst, want := fields[f[0]]
 		if !want {
 			continue
 		}
-		kib, err := strconv.ParseInt(f[1], 10, 64)
+		n, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", path, f[0], err)
 		}
-		*dst = kib
+		*dst = n
 		found++
 	}
 	if err := sc.Err(); err != nil {

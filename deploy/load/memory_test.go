@@ -12,10 +12,14 @@ import (
 
 // TestMain lets the test binary stand in for a server's process: run with
 // memoryHelperEnv set, it holds some memory and waits to be killed; with
-// cpuHelperEnv, it spins until killed.
+// cpuHelperEnv, it spins a millisecond and sleeps one, until killed, so
+// that it both uses CPU and stops its thread.
 func TestMain(m *testing.M) {
 	if os.Getenv(cpuHelperEnv) != "" {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			for spin := time.Now().Add(time.Millisecond); time.Now().Before(spin); {
+			}
+			time.Sleep(time.Millisecond)
 		}
 		os.Exit(0)
 	}
@@ -31,7 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The helpers: one holds 32 MiB, the other spins on a core.
+// The helpers: one holds 32 MiB, the other spins and sleeps by turns.
 const (
 	memoryHelperEnv = "KPLANE_LOAD_MEMORY_HELPER"
 	cpuHelperEnv    = "KPLANE_LOAD_CPU_HELPER"

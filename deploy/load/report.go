@@ -69,6 +69,12 @@ type Sample struct {
 	// process of a server a difference lies in.
 	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
 	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
+	// SwitchesPerOp is the context switches of the side's processes in
+	// the round over its operations, measured with the CPU time: each is
+	// a thread that stopped, to wait or preempted, and another that ran
+	// in its place, which a request pays at every hop between processes.
+	SwitchesPerOp          float64            `json:"contextSwitchesPerOp,omitempty"`
+	SwitchesPerOpByProgram map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
 }
 
 // Side is one side's results of a workload: medians over its rounds.
@@ -79,6 +85,8 @@ type Side struct {
 	P99Ms                   float64            `json:"p99Ms"`
 	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
 	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
+	SwitchesPerOp           float64            `json:"contextSwitchesPerOp,omitempty"`
+	SwitchesPerOpByProgram  map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
 	Errors                  int                `json:"errors"`
 	FirstError              string             `json:"firstError,omitempty"`
 	Rounds                  []Sample           `json:"rounds"`
@@ -148,13 +156,14 @@ func (r *Report) summarize() {
 		w := &r.Workloads[wi]
 		for si := range w.Sides {
 			side := &w.Sides[si]
-			var ops, p50, p99, cpu []float64
+			var ops, p50, p99, cpu, switches []float64
 			for _, s := range side.Rounds {
 				ops = append(ops, s.OpsPerSecond)
 				p50 = append(p50, s.P50Ms)
 				p99 = append(p99, s.P99Ms)
 				if s.CPUMicrosPerOp > 0 {
 					cpu = append(cpu, s.CPUMicrosPerOp)
+					switches = append(switches, s.SwitchesPerOp)
 				}
 				side.Errors += s.Errors
 				if side.FirstError == "" {
@@ -164,7 +173,9 @@ func (r *Report) summarize() {
 			side.OpsPerSecond, side.P50Ms, side.P99Ms = Median(ops), Median(p50), Median(p99)
 			if len(cpu) > 0 {
 				side.CPUMicrosPerOp = Median(cpu)
-				side.CPUMicrosPerOpByProgram = medianByProgram(side.Rounds)
+				side.CPUMicrosPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.CPUMicrosPerOpByProgram })
+				side.SwitchesPerOp = Median(switches)
+				side.SwitchesPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.SwitchesPerOpByProgram })
 			}
 		}
 		if len(w.Sides) == 2 {
@@ -178,16 +189,17 @@ func (r *Report) summarize() {
 	}
 }
 
-// medianByProgram is each program's median CPU time per operation over
-// the rounds that measured any; a round in which a program used none
-// counts as zero for it.
-func medianByProgram(rounds []Sample) map[string]float64 {
+// medianByProgram is each program's median of what byProgram picks of a
+// round (CPU time or context switches per operation) over the rounds
+// whose CPU was measured; a round in which a program spent none counts as
+// zero for it.
+func medianByProgram(rounds []Sample, byProgram func(Sample) map[string]float64) map[string]float64 {
 	var measured []Sample
 	names := map[string]bool{}
 	for _, s := range rounds {
 		if s.CPUMicrosPerOp > 0 {
 			measured = append(measured, s)
-			for name := range s.CPUMicrosPerOpByProgram {
+			for name := range byProgram(s) {
 				names[name] = true
 			}
 		}
@@ -196,7 +208,7 @@ func medianByProgram(rounds []Sample) map[string]float64 {
 	for name := range names {
 		values := make([]float64, len(measured))
 		for i, s := range measured {
-			values[i] = s.CPUMicrosPerOpByProgram[name]
+			values[i] = byProgram(s)[name]
 		}
 		out[name] = Median(values)
 	}
@@ -312,39 +324,57 @@ func orDash(v float64, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// byProgramShare is the share of a side's CPU time per operation below
-// which a program is left out of the table (JSON has every program).
+// byProgramShare is the share of a side's CPU time (or context switches)
+// per operation below which a program is left out of the by-program
+// tables (JSON has every program).
 const byProgramShare = 0.01
 
 // writeCPUByProgram writes, for each workload and side whose CPU was
-// measured, the median CPU time per operation of each program, the most
-// costly first.
+// measured, the median CPU time per operation of each program, then the
+// median context switches per operation, in all and of each program, the
+// most costly first.
 func (r *Report) writeCPUByProgram(out io.Writer) error {
 	if !r.cpuMeasured() {
 		return nil
 	}
 	fmt.Fprintf(out, "\ncpu us/op by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
+	if err := r.writeByProgram(out, "%.0f", func(s Side) (float64, map[string]float64) { return 0, s.CPUMicrosPerOpByProgram }); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ncontext switches per op, all and by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
+	return r.writeByProgram(out, "%.1f", func(s Side) (float64, map[string]float64) { return s.SwitchesPerOp, s.SwitchesPerOpByProgram })
+}
+
+// writeByProgram writes a line per workload and side that pick finds
+// programs in: the side's total when pick gives one above zero, then
+// each program's value, the largest first.
+func (r *Report) writeByProgram(out io.Writer, format string, pick func(Side) (float64, map[string]float64)) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, w := range r.Workloads {
 		for _, s := range w.Sides {
-			if len(s.CPUMicrosPerOpByProgram) == 0 {
+			all, byProgram := pick(s)
+			if len(byProgram) == 0 {
 				continue
 			}
-			names := slices.Collect(maps.Keys(s.CPUMicrosPerOpByProgram))
+			names := slices.Collect(maps.Keys(byProgram))
 			slices.SortFunc(names, func(a, b string) int {
-				return cmp.Or(cmp.Compare(s.CPUMicrosPerOpByProgram[b], s.CPUMicrosPerOpByProgram[a]), cmp.Compare(a, b))
+				return cmp.Or(cmp.Compare(byProgram[b], byProgram[a]), cmp.Compare(a, b))
 			})
 			var parts []string
 			var total float64
 			for _, n := range names {
-				total += s.CPUMicrosPerOpByProgram[n]
+				total += byProgram[n]
 			}
 			for _, n := range names {
-				if v := s.CPUMicrosPerOpByProgram[n]; v >= byProgramShare*total {
-					parts = append(parts, fmt.Sprintf("%s %.0f", n, v))
+				if v := byProgram[n]; v >= byProgramShare*total {
+					parts = append(parts, fmt.Sprintf("%s "+format, n, v))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, s.Target, strings.Join(parts, ", "))
+			if all > 0 {
+				fmt.Fprintf(tw, "%s\t%s\t"+format+"\t%s\n", w.Name, s.Target, all, strings.Join(parts, ", "))
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, s.Target, strings.Join(parts, ", "))
+			}
 		}
 	}
 	return tw.Flush()

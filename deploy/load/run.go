@@ -269,33 +269,41 @@ func (o *Options) sideProcesses(targets []Target) []*processes {
 }
 
 // measureCPU runs a round and, when its side's processes are named, sets
-// the CPU time they used in it per operation, in all and by program. A
-// process that starts or ends during the round skews it; one that cannot
-// be read leaves the round unmeasured.
+// the CPU time and the context switches they spent in it per operation,
+// in all and by program. A process that starts or ends during the round
+// skews it; one that cannot be read leaves the round unmeasured.
 func measureCPU(p *processes, round func() Sample) Sample {
 	if p == nil {
 		return round()
 	}
-	before, err := p.cpuSeconds()
+	before, err := p.costs()
 	sample := round()
 	if err != nil || sample.Ops == 0 {
 		return sample
 	}
-	after, err := p.cpuSeconds()
+	after, err := p.costs()
 	if err != nil {
 		return sample
 	}
-	var total float64
-	byProgram := map[string]float64{}
-	for name, s := range after {
-		if d := s - before[name]; d > 0 {
-			byProgram[name] = d * 1e6 / float64(sample.Ops)
-			total += d
+	ops := float64(sample.Ops)
+	var cpu float64
+	var switches int64
+	cpuByProgram, switchesByProgram := map[string]float64{}, map[string]float64{}
+	for name, c := range after {
+		if d := c.cpuSeconds - before[name].cpuSeconds; d > 0 {
+			cpuByProgram[name] = d * 1e6 / ops
+			cpu += d
+		}
+		if d := c.switches - before[name].switches; d > 0 {
+			switchesByProgram[name] = float64(d) / ops
+			switches += d
 		}
 	}
-	if total > 0 {
-		sample.CPUMicrosPerOp = total * 1e6 / float64(sample.Ops)
-		sample.CPUMicrosPerOpByProgram = byProgram
+	if cpu > 0 {
+		sample.CPUMicrosPerOp = cpu * 1e6 / ops
+		sample.CPUMicrosPerOpByProgram = cpuByProgram
+		sample.SwitchesPerOp = float64(switches) / ops
+		sample.SwitchesPerOpByProgram = switchesByProgram
 	}
 	return sample
 }
