@@ -126,6 +126,13 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("unknown workload %q, want one of %s", w, strings.Join(WorkloadNames(), ",")))
 		}
 	}
+	// delete removes what create made earlier in the same round; alone it
+	// would find nothing and report no operations.
+	for del, create := range map[string]string{"delete": "create", "cr-delete": "cr-create"} {
+		if slices.Contains(o.Workloads, del) && !slices.Contains(o.Workloads, create) {
+			errs = append(errs, fmt.Errorf("workload %s needs %s: it deletes what %s made in the same round", del, create, create))
+		}
+	}
 	if o.CompareProcesses != "" && o.CompareKubeconfig == "" {
 		errs = append(errs, errors.New("--compare-processes needs --compare-kubeconfig: it names side B's processes"))
 	}

@@ -129,6 +129,9 @@ func TestValidate(t *testing.T) {
 		}, 0},
 		{"as many namespaces as objects", func(o *Options) { o.Objects, o.Namespaces = 20, 20 }, 0},
 		{"no namespace", func(o *Options) { o.Namespaces = 0 }, 1},
+		{"delete without create", func(o *Options) { o.Workloads = []string{"get", "delete"} }, 1},
+		{"cr-delete without cr-create", func(o *Options) { o.Workloads = []string{"create", "delete", "cr-delete"} }, 1},
+		{"deletes with their creates", func(o *Options) { o.Workloads = []string{"delete", "create", "cr-create", "cr-delete"} }, 0},
 		{"more namespaces than objects", func(o *Options) { o.Objects, o.Namespaces = 20, 21 }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
