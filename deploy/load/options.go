@@ -128,8 +128,8 @@ func (o *Options) Validate() []error {
 	}
 	// delete removes what create made earlier in the same round; alone it
 	// would find nothing and report no operations.
-	for del, create := range map[string]string{"delete": "create", "cr-delete": "cr-create"} {
-		if slices.Contains(o.Workloads, del) && !slices.Contains(o.Workloads, create) {
+	for _, pair := range [][2]string{{"delete", "create"}, {"cr-delete", "cr-create"}} {
+		if del, create := pair[0], pair[1]; slices.Contains(o.Workloads, del) && !slices.Contains(o.Workloads, create) {
 			errs = append(errs, fmt.Errorf("workload %s needs %s: it deletes what %s made in the same round", del, create, create))
 		}
 	}
