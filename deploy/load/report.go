@@ -96,11 +96,17 @@ type Side struct {
 // throughput over B's, present with two sides. CPURatio is B's median CPU
 // time per operation over A's, present when both sides' processes were
 // named: above 1, as for Ratio, is A doing better, here by spending less.
+//
+// RatioRange is the lowest and the highest of the rounds' own throughput
+// ratios, A's round i over B's round i, which ran back to back: how far
+// the machine moved a ratio between rounds. A Ratio whose range spans 1
+// is not told apart from parity by this run.
 type Workload struct {
-	Name     string   `json:"name"`
-	Sides    []Side   `json:"sides"`
-	Ratio    *float64 `json:"ratio,omitempty"`
-	CPURatio *float64 `json:"cpuRatio,omitempty"`
+	Name       string      `json:"name"`
+	Sides      []Side      `json:"sides"`
+	Ratio      *float64    `json:"ratio,omitempty"`
+	RatioRange *[2]float64 `json:"ratioRange,omitempty"`
+	CPURatio   *float64    `json:"cpuRatio,omitempty"`
 }
 
 // TargetInfo says which server a side is.
@@ -181,12 +187,27 @@ func (r *Report) summarize() {
 		if len(w.Sides) == 2 {
 			ratio := Ratio(w.Sides[0].OpsPerSecond, w.Sides[1].OpsPerSecond)
 			w.Ratio = &ratio
+			w.RatioRange = roundRatios(w.Sides[0].Rounds, w.Sides[1].Rounds)
 			if a, b := w.Sides[0].CPUMicrosPerOp, w.Sides[1].CPUMicrosPerOp; a > 0 && b > 0 {
 				cpu := Ratio(b, a)
 				w.CPURatio = &cpu
 			}
 		}
 	}
+}
+
+// roundRatios is the lowest and highest throughput ratio of a's rounds
+// over b's, round by round, or nil without a round on both sides.
+func roundRatios(a, b []Sample) *[2]float64 {
+	var r *[2]float64
+	for i := range min(len(a), len(b)) {
+		v := Ratio(a[i].OpsPerSecond, b[i].OpsPerSecond)
+		if r == nil {
+			r = &[2]float64{v, v}
+		}
+		r[0], r[1] = min(r[0], v), max(r[1], v)
+	}
+	return r
 }
 
 // medianByProgram is each program's median of what byProgram picks of a
@@ -247,8 +268,12 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if r.Namespaces > 1 {
 		spread = fmt.Sprintf(" in %d namespaces", r.Namespaces)
 	}
-	fmt.Fprintf(out, "%d ConfigMaps of %d B%s, %d workers, %d watchers, %s, medians of %d rounds\n\n",
+	fmt.Fprintf(out, "%d ConfigMaps of %d B%s, %d workers, %d watchers, %s, medians of %d rounds\n",
 		r.Objects, r.ObjectSize, spread, r.Workers, r.Watchers, encoding, r.Rounds)
+	if len(r.Targets) == 2 {
+		fmt.Fprintln(out, "by round: the lowest and highest of A's round i over B's round i; a range spanning 1.00 is parity within this run's noise")
+	}
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
 	cpu := r.cpuMeasured()
@@ -259,7 +284,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 		}
 	}
 	if len(r.Targets) == 2 {
-		fmt.Fprint(tw, "A/B ops/s\t")
+		fmt.Fprint(tw, "A/B ops/s\tby round\t")
 		if cpu {
 			fmt.Fprint(tw, "B/A cpu us/op\t")
 		}
@@ -275,6 +300,11 @@ func (r *Report) WriteTable(out io.Writer) error {
 		}
 		if w.Ratio != nil {
 			fmt.Fprintf(tw, "%.2f\t", *w.Ratio)
+			if w.RatioRange != nil {
+				fmt.Fprintf(tw, "%.2f-%.2f\t", w.RatioRange[0], w.RatioRange[1])
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
 			if cpu {
 				ratio := 0.0
 				if w.CPURatio != nil {

@@ -1,7 +1,10 @@
 package load
 
 import (
+	"bytes"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -108,6 +111,37 @@ func TestSummarize(t *testing.T) {
 	}
 	if w.Ratio == nil || *w.Ratio != 2 {
 		t.Errorf("ratio %v, want 2", w.Ratio)
+	}
+	// Round by round: 300/100, 100/150, 200/50.
+	if w.RatioRange == nil || math.Abs(w.RatioRange[0]-2.0/3) > 1e-9 || w.RatioRange[1] != 4 {
+		t.Errorf("ratio range %v, want [0.667 4]", w.RatioRange)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"by round", "2.00  0.67-4.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table without %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestRatioRangeNeedsBothSides: a workload that one side did not run in
+// some round is ranged over the rounds both ran, and without any such
+// round has no range.
+func TestRatioRangeNeedsBothSides(t *testing.T) {
+	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 2}
+	r.add("get", 0, Sample{OpsPerSecond: 100})
+	r.add("get", 0, Sample{OpsPerSecond: 300})
+	r.add("get", 1, Sample{OpsPerSecond: 50})
+	r.add("list", 0, Sample{OpsPerSecond: 10})
+	r.summarize()
+	if got := r.Workloads[0].RatioRange; got == nil || *got != [2]float64{2, 2} {
+		t.Errorf("get: range %v, want [2 2] (the one round both ran)", got)
+	}
+	if got := r.Workloads[1].RatioRange; got != nil {
+		t.Errorf("list, run by A alone: range %v, want none", *got)
 	}
 }
 
