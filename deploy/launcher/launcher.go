@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,6 +74,10 @@ func NATSAuth(dataDir string) (natsauth.Files, error) {
 // ctx ends or a service keeps failing; then it stops every service in
 // reverse order, then NATS, then etcd.
 func Run(ctx context.Context, cfg *Config) error {
+	if cfg.procs > 0 {
+		// The embedded etcd and NATS share the CPUs like a service.
+		runtime.GOMAXPROCS(cfg.procs)
+	}
 	for _, d := range []string{cfg.dataDir, filepath.Join(cfg.dataDir, logsDir), filepath.Join(cfg.dataDir, runDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -308,10 +313,15 @@ func (cfg *Config) supervisor(p process, env Env, certs *certificates) (*supervi
 	if s.ProbeAsAdmin {
 		tlsConfig.Certificates = []tls.Certificate{certs.admin.TLSCertificate()}
 	}
+	var procEnv []string
+	if cfg.procs > 0 {
+		procEnv = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.procs))
+	}
 	return &supervisor{
 		name:    p.name,
 		path:    filepath.Join(cfg.binDir, s.Binary),
 		args:    args,
+		env:     procEnv,
 		logPath: LogFile(cfg.dataDir, p.name),
 		pidPath: PIDFile(cfg.dataDir, p.name),
 		probe:   newProber(p.port, tlsConfig, cfg.probeInterval),

@@ -32,6 +32,7 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "a core replica on the gateway's port", flags: []string{"--core-replicas=2", "--core-port=7000", "--gateway-port=7001"}, want: []string{"--core-port (replica 1) and --gateway-port are both 7001"}},
 		{name: "no core replica", flags: []string{"--core-replicas=0"}, want: []string{"--core-replicas: must be at least 1, got 0"}},
 		{name: "port out of range", flags: []string{"--nats-port=70000"}, want: []string{"--nats-port: 70000 is not a port"}},
+		{name: "negative procs", flags: []string{"--procs=-1"}, want: []string{"--procs: must not be negative, got -1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,4 +147,95 @@ func TestTracingReachesEveryService(t *testing.T) {
 			t.Errorf("authz's own argument does not come last: %q", sup.args)
 		}
 	}
+}
+
+// TestDefaultProcs: each process gets half the CPUs, at least one, unless
+// the environment's GOMAXPROCS is there to reach them all.
+func TestDefaultProcs(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	withEnv := func(k string) (string, bool) {
+		if k == "GOMAXPROCS" {
+			return "3", true
+		}
+		return "", false
+	}
+	tests := []struct {
+		name   string
+		lookup func(string) (string, bool)
+		cpus   int
+		want   int
+	}{
+		{name: "two CPUs", lookup: noEnv, cpus: 2, want: 1},
+		{name: "one CPU", lookup: noEnv, cpus: 1, want: 1},
+		{name: "sixteen CPUs", lookup: noEnv, cpus: 16, want: 8},
+		{name: "odd CPUs round down", lookup: noEnv, cpus: 5, want: 2},
+		{name: "GOMAXPROCS in the environment", lookup: withEnv, cpus: 16, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := defaultProcs(tt.lookup, tt.cpus); got != tt.want {
+				t.Errorf("defaultProcs(%d CPUs) = %d, want %d", tt.cpus, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestProcsReachEveryService: --procs becomes each service's GOMAXPROCS,
+// overriding one inherited from kplane-up's environment; --procs=0 leaves
+// the environment as it is.
+func TestProcsReachEveryService(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "7")
+	bin := t.TempDir()
+	for _, s := range Services() {
+		if err := os.WriteFile(filepath.Join(bin, s.Binary), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certs, err := issue(t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		procs string
+		want  string
+	}{{procs: "3", want: "3"}, {procs: "0", want: ""}} {
+		o := NewOptions(Services(), func(string) (string, bool) { return "", false })
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--bin-dir=" + bin, "--data-dir=" + t.TempDir(), "--procs=" + tt.procs}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.Config(slog.New(slog.DiscardHandler), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range Services() {
+			sup, err := cfg.supervisor(process{service: s, name: s.Name, port: s.Port}, Env{PKI: "/p", Data: "/d", Ports: o.Ports}, certs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if sup.env != nil {
+					t.Errorf("--procs=0: %s's environment is set: %q", s.Name, sup.env)
+				}
+				continue
+			}
+			if got := lastValue(sup.env, "GOMAXPROCS"); got != tt.want {
+				t.Errorf("--procs=%s: %s's GOMAXPROCS = %q, want %q", tt.procs, s.Name, got, tt.want)
+			}
+			if got := lastValue(sup.env, "PATH"); got != os.Getenv("PATH") {
+				t.Errorf("%s's PATH = %q, want kplane-up's own", s.Name, got)
+			}
+		}
+	}
+}
+
+// lastValue is key's value in env as exec.Cmd reads it: the last one.
+func lastValue(env []string, key string) string {
+	for _, v := range slices.Backward(env) {
+		if k, val, ok := strings.Cut(v, "="); ok && k == key {
+			return val
+		}
+	}
+	return ""
 }

@@ -30,9 +30,11 @@ type RestartPolicy struct {
 
 // supervisor runs one service process at a time and restarts it.
 type supervisor struct {
-	name    string
-	path    string
-	args    []string
+	name string
+	path string
+	args []string
+	// env is the process's environment; nil is kplane-up's own.
+	env     []string
 	logPath string
 	// pidPath holds the pid of the running process once it is ready, and
 	// is removed when it exits: what `make down` and tests read.
@@ -95,6 +97,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 	fmt.Fprintf(logf, "==== kplane-up: starting %s at %s: %s %q\n", s.name, time.Now().Format(time.RFC3339), s.path, s.args)
 
 	cmd := exec.Command(s.path, s.args...)
+	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttributes()
 	if err := cmd.Start(); err != nil {

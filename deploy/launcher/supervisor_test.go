@@ -69,3 +69,33 @@ func TestSupervisorStopsItsProcessWhenCancelled(t *testing.T) {
 		t.Fatal("run still running 30s after cancel: SIGTERM did not stop sleep")
 	}
 }
+
+// TestSupervisorSetsTheEnvironment: a process runs with the supervisor's
+// environment when it has one.
+func TestSupervisorSetsTheEnvironment(t *testing.T) {
+	s := testSupervisor(t, `echo "procs=$GOMAXPROCS"; exec sleep 600`, RestartPolicy{Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Healthy: time.Hour, MaxFailures: 0})
+	s.env = append(os.Environ(), "GOMAXPROCS=1", "GOMAXPROCS=3")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run = %v after cancel, want nil", err)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(s.logPath)
+		if strings.Contains(string(b), "procs=") {
+			if !strings.Contains(string(b), "procs=3\n") {
+				t.Fatalf("the process saw %q, want procs=3", b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
