@@ -49,16 +49,7 @@ func TestSupervisorStopsItsProcessWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, _ := os.ReadFile(s.logPath); strings.Contains(string(b), "up\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the process did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLog(t, s.logPath, "up\n")
 	cancel()
 	select {
 	case err := <-done:
@@ -84,17 +75,22 @@ func TestSupervisorSetsTheEnvironment(t *testing.T) {
 			t.Errorf("run = %v after cancel, want nil", err)
 		}
 	}()
+	if log := waitForLog(t, s.logPath, "procs="); !strings.Contains(log, "procs=3\n") {
+		t.Fatalf("the process saw %q, want procs=3", log)
+	}
+}
+
+// waitForLog waits up to 30 s for the log at path to hold text and
+// returns the log.
+func waitForLog(t *testing.T, path, text string) string {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, _ := os.ReadFile(s.logPath)
-		if strings.Contains(string(b), "procs=") {
-			if !strings.Contains(string(b), "procs=3\n") {
-				t.Fatalf("the process saw %q, want procs=3", b)
-			}
-			return
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), text) {
+			return string(b)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the process did not start")
+			t.Fatalf("the process did not start: its log holds no %q", text)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
