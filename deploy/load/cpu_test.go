@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,59 @@ func TestMeasureCPU(t *testing.T) {
 	}
 	if got := measureCPU(nil, func() Sample { return Sample{Ops: 1} }); got.CPUMicrosPerOp != 0 {
 		t.Errorf("a side without processes measured %.0f µs per op", got.CPUMicrosPerOp)
+	}
+}
+
+// TestMeasureWait: the time a side's threads were ready but waited for a
+// CPU is read from each thread's schedstat: here two threads spinning on
+// one CPU, each waiting while the other runs, so that over a second of
+// 100 ops they wait about 10 ms per op between them.
+func TestMeasureWait(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/schedstat"); err != nil {
+		t.Skipf("no schedstat: %v", err)
+	}
+	marker := "queue-helper-" + strings.ReplaceAll(t.Name(), "/", "-")
+	startHelper(t, marker, queueHelperEnv)
+	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := measureCPU(p, func() Sample {
+		time.Sleep(time.Second)
+		return Sample{Ops: 100}
+	})
+	// Half of each thread's second, less the time the helper took to
+	// start its threads; a busy machine only adds to it.
+	if sample.WaitMicrosPerOp < 2000 {
+		t.Errorf("waited %.0f µs per op, want at least 2,000 (two threads sharing one CPU for a second, 100 ops)", sample.WaitMicrosPerOp)
+	}
+	name := filepath.Base(os.Args[0])
+	if got := sample.WaitMicrosPerOpByProgram; len(got) != 1 || got[name] != sample.WaitMicrosPerOp {
+		t.Errorf("waiting by program %v, want all %.0f µs under %q", got, sample.WaitMicrosPerOp, name)
+	}
+}
+
+// TestReadWaitSeconds sums the second field of every thread's schedstat,
+// in nanoseconds, leaving out one that cannot be read.
+func TestReadWaitSeconds(t *testing.T) {
+	dir := t.TempDir()
+	for tid, schedstat := range map[string]string{
+		"1":  "100 2000000000 5\n",
+		"7":  "100 500000000 3\n",
+		"12": "cut\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, "task", tid), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "task", tid, "schedstat"), []byte(schedstat), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readWaitSeconds(dir); got != 2.5 {
+		t.Errorf("readWaitSeconds = %v, want 2.5 (2 s and 0.5 s)", got)
+	}
+	if got := readWaitSeconds(t.TempDir()); got != 0 {
+		t.Errorf("a process without schedstat waited %v s, want 0", got)
 	}
 }
 
@@ -133,6 +187,50 @@ func TestCPUByProgram(t *testing.T) {
 	}
 	if strings.Contains(table, "kplane-authn") {
 		t.Errorf("table lists a program under 1%% of its side's CPU:\n%s", table)
+	}
+}
+
+// TestWaitTable: the time waiting for a CPU per operation is each side's
+// median over its rounds, in all and by program, in a table of its own
+// that a run without it (a kernel without schedstat) leaves out.
+func TestWaitTable(t *testing.T) {
+	r := &Report{Targets: []TargetInfo{{Name: "A"}, {Name: "B"}}, Rounds: 3}
+	for _, s := range []struct {
+		side int
+		wait map[string]float64
+	}{
+		{0, map[string]float64{"kplane-core": 200, "kplane-gateway": 100}},
+		{0, map[string]float64{"kplane-core": 300, "kplane-gateway": 200}},
+		{0, map[string]float64{"kplane-core": 100, "kplane-gateway": 150}},
+		{1, map[string]float64{"kube-apiserver": 50}},
+		{1, map[string]float64{"kube-apiserver": 70}},
+		{1, map[string]float64{"kube-apiserver": 60}},
+	} {
+		var total float64
+		for _, v := range s.wait {
+			total += v
+		}
+		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: 1000, WaitMicrosPerOp: total, WaitMicrosPerOpByProgram: s.wait})
+	}
+	r.summarize()
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"waiting for a CPU", "A  300  kplane-core 200, kplane-gateway 150\n", "B  60   kube-apiserver 60\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table without %q:\n%s", want, out.String())
+		}
+	}
+	r = &Report{Targets: []TargetInfo{{Name: "A"}}, Rounds: 1}
+	r.add("create", 0, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: 1000})
+	r.summarize()
+	out.Reset()
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "waiting for a CPU") {
+		t.Errorf("a run without waiting times has their table:\n%s", out.String())
 	}
 }
 

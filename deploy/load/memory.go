@@ -84,11 +84,14 @@ func (p *processes) sample() (usage, int, error) {
 }
 
 // cost is what a program's processes have spent since they started: CPU
-// time, user and system, and context switches, voluntary (a thread
-// waiting: on a lock, a socket, a sleep) and not (a thread preempted).
+// time, user and system; context switches, voluntary (a thread waiting:
+// on a lock, a socket, a sleep) and not (a thread preempted); and the
+// time their threads were ready to run but waited for a CPU, zero where
+// the kernel does not keep it.
 type cost struct {
-	cpuSeconds float64
-	switches   int64
+	cpuSeconds  float64
+	switches    int64
+	waitSeconds float64
 }
 
 // costs returns what every matching process but this one has spent since
@@ -109,6 +112,7 @@ func (p *processes) costs() (map[string]cost, error) {
 		c := sum[program(cmdline)]
 		c.cpuSeconds += s
 		c.switches += n
+		c.waitSeconds += readWaitSeconds(dir)
 		sum[program(cmdline)] = c
 		return nil
 	})
@@ -209,6 +213,34 @@ func readSwitches(dir string) (int64, error) {
 		return 0, fmt.Errorf("%s: no thread's context switches read", dir)
 	}
 	return sum, nil
+}
+
+// readWaitSeconds sums the time a process's threads were runnable but
+// not running, waiting for a CPU: the second field of each one's
+// schedstat under task/, in nanoseconds. It is zero for a kernel built
+// without it (CONFIG_SCHED_INFO); a thread that ends while they are read
+// is left out.
+func readWaitSeconds(dir string) float64 {
+	threads, err := filepath.Glob(filepath.Join(dir, "task", "[0-9]*", "schedstat"))
+	if err != nil {
+		return 0
+	}
+	var ns int64
+	for _, path := range threads {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// "<on CPU ns> <waiting ns> <timeslices>"
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			ns += n
+		}
+	}
+	return float64(ns) / 1e9
 }
 
 // readUsage reads a process's resident memory from its status and its

@@ -8,12 +8,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets the test binary stand in for a server's process: run with
 // memoryHelperEnv set, it holds some memory and waits to be killed; with
 // cpuHelperEnv, it spins a millisecond and sleeps one, until killed, so
-// that it both uses CPU and stops its thread.
+// that it both uses CPU and stops its thread; with queueHelperEnv, two of
+// its threads take turns on one CPU.
 func TestMain(m *testing.M) {
 	if os.Getenv(cpuHelperEnv) != "" {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
@@ -22,6 +25,9 @@ func TestMain(m *testing.M) {
 			time.Sleep(time.Millisecond)
 		}
 		os.Exit(0)
+	}
+	if os.Getenv(queueHelperEnv) != "" {
+		queue()
 	}
 	if os.Getenv(memoryHelperEnv) != "" {
 		held := make([]byte, 32<<20)
@@ -35,11 +41,43 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The helpers: one holds 32 MiB, the other spins and sleeps by turns.
+// The helpers: one holds 32 MiB, one spins and sleeps by turns, one keeps
+// two threads spinning on one CPU.
 const (
 	memoryHelperEnv = "KPLANE_LOAD_MEMORY_HELPER"
 	cpuHelperEnv    = "KPLANE_LOAD_CPU_HELPER"
+	queueHelperEnv  = "KPLANE_LOAD_QUEUE_HELPER"
 )
+
+// queue spins for a minute on two threads bound to the first CPU this
+// process may use, so that each thread, ready all the time, waits for
+// the CPU while the other runs.
+func queue() {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		os.Exit(2)
+	}
+	first := 0
+	for !set.IsSet(first) {
+		first++
+	}
+	var one unix.CPUSet
+	one.Set(first)
+	runtime.GOMAXPROCS(2)
+	deadline := time.Now().Add(time.Minute)
+	spin := func() {
+		// Pid 0 is the calling thread, which the goroutine keeps.
+		runtime.LockOSThread()
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			os.Exit(2)
+		}
+		for time.Now().Before(deadline) {
+		}
+	}
+	go spin()
+	spin()
+	os.Exit(0)
+}
 
 // startHelper starts a process of this test binary that does what env
 // names, marked by a command-line argument of its own.

@@ -75,21 +75,29 @@ type Sample struct {
 	// in its place, which a request pays at every hop between processes.
 	SwitchesPerOp          float64            `json:"contextSwitchesPerOp,omitempty"`
 	SwitchesPerOpByProgram map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
+	// WaitMicrosPerOp is the time the side's threads were ready to run
+	// but waited for a CPU, over the round's operations: on a machine with
+	// fewer CPUs than busy threads, the part of a request's latency that
+	// is queueing for a CPU rather than work.
+	WaitMicrosPerOp          float64            `json:"cpuWaitMicrosPerOp,omitempty"`
+	WaitMicrosPerOpByProgram map[string]float64 `json:"cpuWaitMicrosPerOpByProgram,omitempty"`
 }
 
 // Side is one side's results of a workload: medians over its rounds.
 type Side struct {
-	Target                  string             `json:"target"`
-	OpsPerSecond            float64            `json:"opsPerSecond"`
-	P50Ms                   float64            `json:"p50Ms"`
-	P99Ms                   float64            `json:"p99Ms"`
-	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
-	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
-	SwitchesPerOp           float64            `json:"contextSwitchesPerOp,omitempty"`
-	SwitchesPerOpByProgram  map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
-	Errors                  int                `json:"errors"`
-	FirstError              string             `json:"firstError,omitempty"`
-	Rounds                  []Sample           `json:"rounds"`
+	Target                   string             `json:"target"`
+	OpsPerSecond             float64            `json:"opsPerSecond"`
+	P50Ms                    float64            `json:"p50Ms"`
+	P99Ms                    float64            `json:"p99Ms"`
+	CPUMicrosPerOp           float64            `json:"cpuMicrosPerOp,omitempty"`
+	CPUMicrosPerOpByProgram  map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
+	SwitchesPerOp            float64            `json:"contextSwitchesPerOp,omitempty"`
+	SwitchesPerOpByProgram   map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
+	WaitMicrosPerOp          float64            `json:"cpuWaitMicrosPerOp,omitempty"`
+	WaitMicrosPerOpByProgram map[string]float64 `json:"cpuWaitMicrosPerOpByProgram,omitempty"`
+	Errors                   int                `json:"errors"`
+	FirstError               string             `json:"firstError,omitempty"`
+	Rounds                   []Sample           `json:"rounds"`
 }
 
 // Workload is a workload's results on every side; Ratio is A's median
@@ -162,7 +170,7 @@ func (r *Report) summarize() {
 		w := &r.Workloads[wi]
 		for si := range w.Sides {
 			side := &w.Sides[si]
-			var ops, p50, p99, cpu, switches []float64
+			var ops, p50, p99, cpu, switches, wait []float64
 			for _, s := range side.Rounds {
 				ops = append(ops, s.OpsPerSecond)
 				p50 = append(p50, s.P50Ms)
@@ -170,6 +178,7 @@ func (r *Report) summarize() {
 				if s.CPUMicrosPerOp > 0 {
 					cpu = append(cpu, s.CPUMicrosPerOp)
 					switches = append(switches, s.SwitchesPerOp)
+					wait = append(wait, s.WaitMicrosPerOp)
 				}
 				side.Errors += s.Errors
 				if side.FirstError == "" {
@@ -182,6 +191,9 @@ func (r *Report) summarize() {
 				side.CPUMicrosPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.CPUMicrosPerOpByProgram })
 				side.SwitchesPerOp = Median(switches)
 				side.SwitchesPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.SwitchesPerOpByProgram })
+				if side.WaitMicrosPerOp = Median(wait); side.WaitMicrosPerOp > 0 {
+					side.WaitMicrosPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.WaitMicrosPerOpByProgram })
+				}
 			}
 		}
 		if len(w.Sides) == 2 {
@@ -361,8 +373,8 @@ const byProgramShare = 0.01
 
 // writeCPUByProgram writes, for each workload and side whose CPU was
 // measured, the median CPU time per operation of each program, then the
-// median context switches per operation, in all and of each program, the
-// most costly first.
+// median context switches and time waiting for a CPU per operation, in
+// all and of each program, the most costly first.
 func (r *Report) writeCPUByProgram(out io.Writer) error {
 	if !r.cpuMeasured() {
 		return nil
@@ -372,7 +384,16 @@ func (r *Report) writeCPUByProgram(out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\ncontext switches per op, all and by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
-	return r.writeByProgram(out, "%.1f", func(s Side) (float64, map[string]float64) { return s.SwitchesPerOp, s.SwitchesPerOpByProgram })
+	if err := r.writeByProgram(out, "%.1f", func(s Side) (float64, map[string]float64) { return s.SwitchesPerOp, s.SwitchesPerOpByProgram }); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(r.Workloads, func(w Workload) bool {
+		return slices.ContainsFunc(w.Sides, func(s Side) bool { return s.WaitMicrosPerOp > 0 })
+	}) {
+		return nil
+	}
+	fmt.Fprintf(out, "\nus/op ready to run but waiting for a CPU, all and by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
+	return r.writeByProgram(out, "%.0f", func(s Side) (float64, map[string]float64) { return s.WaitMicrosPerOp, s.WaitMicrosPerOpByProgram })
 }
 
 // writeByProgram writes a line per workload and side that pick finds

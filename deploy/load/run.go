@@ -269,8 +269,8 @@ func (o *Options) sideProcesses(targets []Target) []*processes {
 }
 
 // measureCPU runs a round and, when its side's processes are named, sets
-// the CPU time and the context switches they spent in it per operation,
-// in all and by program. A process that starts or ends during the round
+// the CPU time, the context switches and the time waiting for a CPU they
+// spent in it per operation, in all and by program. A process that starts or ends during the round
 // skews it; one that cannot be read leaves the round unmeasured.
 func measureCPU(p *processes, round func() Sample) Sample {
 	if p == nil {
@@ -286,10 +286,14 @@ func measureCPU(p *processes, round func() Sample) Sample {
 		return sample
 	}
 	ops := float64(sample.Ops)
-	var cpu float64
+	var cpu, wait float64
 	var switches int64
-	cpuByProgram, switchesByProgram := map[string]float64{}, map[string]float64{}
+	cpuByProgram, switchesByProgram, waitByProgram := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for name, c := range after {
+		if d := c.waitSeconds - before[name].waitSeconds; d > 0 {
+			waitByProgram[name] = d * 1e6 / ops
+			wait += d
+		}
 		if d := c.cpuSeconds - before[name].cpuSeconds; d > 0 {
 			cpuByProgram[name] = d * 1e6 / ops
 			cpu += d
@@ -304,6 +308,10 @@ func measureCPU(p *processes, round func() Sample) Sample {
 		sample.CPUMicrosPerOpByProgram = cpuByProgram
 		sample.SwitchesPerOp = float64(switches) / ops
 		sample.SwitchesPerOpByProgram = switchesByProgram
+		if wait > 0 {
+			sample.WaitMicrosPerOp = wait * 1e6 / ops
+			sample.WaitMicrosPerOpByProgram = waitByProgram
+		}
 	}
 	return sample
 }
