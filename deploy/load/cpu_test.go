@@ -38,16 +38,7 @@ func TestMeasureCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skipf("no /proc/self/stat: %v", err)
 	}
-	marker := "cpu-helper-" + strings.ReplaceAll(t.Name(), "/", "-")
-	startHelper(t, marker, cpuHelperEnv)
-	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sample := measureCPU(p, func() Sample {
-		time.Sleep(time.Second)
-		return Sample{Ops: 100}
-	})
+	sample := measureHelper(t, cpuHelperEnv)
 	// The helper spins half the time on one core: about 5 ms per
 	// operation, less when the machine is busy, never more than 10.
 	if sample.CPUMicrosPerOp < 100 || sample.CPUMicrosPerOp > 12000 {
@@ -79,16 +70,7 @@ func TestMeasureWait(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/schedstat"); err != nil {
 		t.Skipf("no schedstat: %v", err)
 	}
-	marker := "queue-helper-" + strings.ReplaceAll(t.Name(), "/", "-")
-	startHelper(t, marker, queueHelperEnv)
-	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sample := measureCPU(p, func() Sample {
-		time.Sleep(time.Second)
-		return Sample{Ops: 100}
-	})
+	sample := measureHelper(t, queueHelperEnv)
 	// Half of each thread's second, less the time the helper took to
 	// start its threads; a busy machine only adds to it.
 	if sample.WaitMicrosPerOp < 2000 {
@@ -103,25 +85,33 @@ func TestMeasureWait(t *testing.T) {
 // TestReadWaitSeconds sums the second field of every thread's schedstat,
 // in nanoseconds, leaving out one that cannot be read.
 func TestReadWaitSeconds(t *testing.T) {
-	dir := t.TempDir()
-	for tid, schedstat := range map[string]string{
+	dir := taskFiles(t, "schedstat", map[string]string{
 		"1":  "100 2000000000 5\n",
 		"7":  "100 500000000 3\n",
 		"12": "cut\n",
-	} {
-		if err := os.MkdirAll(filepath.Join(dir, "task", tid), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "task", tid, "schedstat"), []byte(schedstat), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if got := readWaitSeconds(dir); got != 2.5 {
 		t.Errorf("readWaitSeconds = %v, want 2.5 (2 s and 0.5 s)", got)
 	}
 	if got := readWaitSeconds(t.TempDir()); got != 0 {
 		t.Errorf("a process without schedstat waited %v s, want 0", got)
 	}
+}
+
+// measureHelper starts a helper doing what env names and measures it
+// through a round of a second that counts 100 operations.
+func measureHelper(t *testing.T, env string) Sample {
+	t.Helper()
+	marker := "helper-" + strings.ReplaceAll(t.Name(), "/", "-")
+	startHelper(t, marker, env)
+	p, err := newProcesses("A", regexp.QuoteMeta(os.Args[0])+".*"+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return measureCPU(p, func() Sample {
+		time.Sleep(time.Second)
+		return Sample{Ops: 100}
+	})
 }
 
 // TestProgram names a process's program by its first argument's last
@@ -162,7 +152,7 @@ func TestCPUByProgram(t *testing.T) {
 		for _, v := range s.switches {
 			switches += v
 		}
-		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: total, CPUMicrosPerOpByProgram: s.byProgram, SwitchesPerOp: switches, SwitchesPerOpByProgram: s.switches})
+		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, Costs: Costs{CPUMicrosPerOp: total, CPUMicrosPerOpByProgram: s.byProgram, SwitchesPerOp: switches, SwitchesPerOpByProgram: s.switches}})
 	}
 	r.summarize()
 	a, b := r.Workloads[0].Sides[0].CPUMicrosPerOpByProgram, r.Workloads[0].Sides[1].CPUMicrosPerOpByProgram
@@ -210,7 +200,7 @@ func TestWaitTable(t *testing.T) {
 		for _, v := range s.wait {
 			total += v
 		}
-		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: 1000, WaitMicrosPerOp: total, WaitMicrosPerOpByProgram: s.wait})
+		r.add("create", s.side, Sample{Ops: 1, OpsPerSecond: 100, Costs: Costs{CPUMicrosPerOp: 1000, WaitMicrosPerOp: total, WaitMicrosPerOpByProgram: s.wait}})
 	}
 	r.summarize()
 	var out bytes.Buffer
@@ -223,7 +213,7 @@ func TestWaitTable(t *testing.T) {
 		}
 	}
 	r = &Report{Targets: []TargetInfo{{Name: "A"}}, Rounds: 1}
-	r.add("create", 0, Sample{Ops: 1, OpsPerSecond: 100, CPUMicrosPerOp: 1000})
+	r.add("create", 0, Sample{Ops: 1, OpsPerSecond: 100, Costs: Costs{CPUMicrosPerOp: 1000}})
 	r.summarize()
 	out.Reset()
 	if err := r.WriteTable(&out); err != nil {
@@ -242,7 +232,7 @@ func TestCPURatio(t *testing.T) {
 		side int
 		cpu  float64
 	}{{0, 400}, {1, 900}, {0, 500}, {1, 1000}, {0, 600}, {1, 1100}} {
-		r.add("create", s.side, Sample{OpsPerSecond: 100, CPUMicrosPerOp: s.cpu})
+		r.add("create", s.side, Sample{OpsPerSecond: 100, Costs: Costs{CPUMicrosPerOp: s.cpu}})
 	}
 	r.add("get", 0, Sample{OpsPerSecond: 100})
 	r.add("get", 1, Sample{OpsPerSecond: 100})
@@ -268,23 +258,31 @@ func TestCPURatio(t *testing.T) {
 // TestReadSwitches sums the voluntary and involuntary context switches of
 // every thread of a process, leaving out one whose status cannot be read.
 func TestReadSwitches(t *testing.T) {
-	dir := t.TempDir()
-	for tid, status := range map[string]string{
+	dir := taskFiles(t, "status", map[string]string{
 		"1":  "Name:\tkplane-core\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\n",
 		"7":  "Name:\tkplane-core\nvoluntary_ctxt_switches:\t100\nnonvoluntary_ctxt_switches:\t3\n",
 		"12": "Name:\tkplane-core\n",
-	} {
-		if err := os.MkdirAll(filepath.Join(dir, "task", tid), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "task", tid, "status"), []byte(status), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if got, err := readSwitches(dir); err != nil || got != 115 {
 		t.Errorf("readSwitches = %d, %v; want 115 (10+2 and 100+3)", got, err)
 	}
 	if _, err := readSwitches(t.TempDir()); err == nil {
 		t.Error("a process without threads read without an error")
 	}
+}
+
+// taskFiles makes a process's /proc directory holding, for each thread ID
+// of byThread, task/<tid>/<name> with the given content.
+func taskFiles(t *testing.T, name string, byThread map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for tid, content := range byThread {
+		if err := os.MkdirAll(filepath.Join(dir, "task", tid), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "task", tid, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -63,41 +63,43 @@ type Sample struct {
 	OpsPerSecond float64 `json:"opsPerSecond"`
 	P50Ms        float64 `json:"p50Ms"`
 	P99Ms        float64 `json:"p99Ms"`
-	// CPUMicrosPerOp is the CPU time the side's processes used in the
-	// round over its operations, when they were named (--processes);
-	// CPUMicrosPerOpByProgram splits it by program, which tells which
-	// process of a server a difference lies in.
+	// Costs are the round's, when the side's processes were named
+	// (--processes).
+	Costs
+}
+
+// Costs are what a side's processes spent per operation: in a Sample
+// over the round, in a Side the medians over its rounds. Each ByProgram
+// splits its total by program, which tells which process of a server a
+// difference lies in.
+type Costs struct {
+	// CPUMicrosPerOp is the CPU time the side's processes used per operation.
 	CPUMicrosPerOp          float64            `json:"cpuMicrosPerOp,omitempty"`
 	CPUMicrosPerOpByProgram map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
-	// SwitchesPerOp is the context switches of the side's processes in
-	// the round over its operations, measured with the CPU time: each is
-	// a thread that stopped, to wait or preempted, and another that ran
-	// in its place, which a request pays at every hop between processes.
+	// SwitchesPerOp is the context switches of the side's processes per
+	// operation, measured with the CPU time: each is a thread that
+	// stopped, to wait or preempted, and another that ran in its place,
+	// which a request pays at every hop between processes.
 	SwitchesPerOp          float64            `json:"contextSwitchesPerOp,omitempty"`
 	SwitchesPerOpByProgram map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
-	// WaitMicrosPerOp is the time the side's threads were ready to run
-	// but waited for a CPU, over the round's operations: on a machine with
-	// fewer CPUs than busy threads, the part of a request's latency that
-	// is queueing for a CPU rather than work.
+	// WaitMicrosPerOp is the time per operation the side's threads were
+	// ready to run but waited for a CPU: on a machine with fewer CPUs
+	// than busy threads, the part of a request's latency that is queueing
+	// for a CPU rather than work.
 	WaitMicrosPerOp          float64            `json:"cpuWaitMicrosPerOp,omitempty"`
 	WaitMicrosPerOpByProgram map[string]float64 `json:"cpuWaitMicrosPerOpByProgram,omitempty"`
 }
 
 // Side is one side's results of a workload: medians over its rounds.
 type Side struct {
-	Target                   string             `json:"target"`
-	OpsPerSecond             float64            `json:"opsPerSecond"`
-	P50Ms                    float64            `json:"p50Ms"`
-	P99Ms                    float64            `json:"p99Ms"`
-	CPUMicrosPerOp           float64            `json:"cpuMicrosPerOp,omitempty"`
-	CPUMicrosPerOpByProgram  map[string]float64 `json:"cpuMicrosPerOpByProgram,omitempty"`
-	SwitchesPerOp            float64            `json:"contextSwitchesPerOp,omitempty"`
-	SwitchesPerOpByProgram   map[string]float64 `json:"contextSwitchesPerOpByProgram,omitempty"`
-	WaitMicrosPerOp          float64            `json:"cpuWaitMicrosPerOp,omitempty"`
-	WaitMicrosPerOpByProgram map[string]float64 `json:"cpuWaitMicrosPerOpByProgram,omitempty"`
-	Errors                   int                `json:"errors"`
-	FirstError               string             `json:"firstError,omitempty"`
-	Rounds                   []Sample           `json:"rounds"`
+	Target       string  `json:"target"`
+	OpsPerSecond float64 `json:"opsPerSecond"`
+	P50Ms        float64 `json:"p50Ms"`
+	P99Ms        float64 `json:"p99Ms"`
+	Costs
+	Errors     int      `json:"errors"`
+	FirstError string   `json:"firstError,omitempty"`
+	Rounds     []Sample `json:"rounds"`
 }
 
 // Workload is a workload's results on every side; Ratio is A's median
