@@ -172,31 +172,18 @@ func (r *Report) summarize() {
 		w := &r.Workloads[wi]
 		for si := range w.Sides {
 			side := &w.Sides[si]
-			var ops, p50, p99, cpu, switches, wait []float64
+			var ops, p50, p99 []float64
 			for _, s := range side.Rounds {
 				ops = append(ops, s.OpsPerSecond)
 				p50 = append(p50, s.P50Ms)
 				p99 = append(p99, s.P99Ms)
-				if s.CPUMicrosPerOp > 0 {
-					cpu = append(cpu, s.CPUMicrosPerOp)
-					switches = append(switches, s.SwitchesPerOp)
-					wait = append(wait, s.WaitMicrosPerOp)
-				}
 				side.Errors += s.Errors
 				if side.FirstError == "" {
 					side.FirstError = s.FirstError
 				}
 			}
 			side.OpsPerSecond, side.P50Ms, side.P99Ms = Median(ops), Median(p50), Median(p99)
-			if len(cpu) > 0 {
-				side.CPUMicrosPerOp = Median(cpu)
-				side.CPUMicrosPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.CPUMicrosPerOpByProgram })
-				side.SwitchesPerOp = Median(switches)
-				side.SwitchesPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.SwitchesPerOpByProgram })
-				if side.WaitMicrosPerOp = Median(wait); side.WaitMicrosPerOp > 0 {
-					side.WaitMicrosPerOpByProgram = medianByProgram(side.Rounds, func(s Sample) map[string]float64 { return s.WaitMicrosPerOpByProgram })
-				}
-			}
+			side.Costs = medianCosts(side.Rounds)
 		}
 		if len(w.Sides) == 2 {
 			ratio := Ratio(w.Sides[0].OpsPerSecond, w.Sides[1].OpsPerSecond)
@@ -222,6 +209,33 @@ func roundRatios(a, b []Sample) *[2]float64 {
 		r[0], r[1] = min(r[0], v), max(r[1], v)
 	}
 	return r
+}
+
+// medianCosts is each cost's median over the rounds whose CPU was
+// measured, in all and by program; none without such a round.
+func medianCosts(rounds []Sample) Costs {
+	var cpu, switches, wait []float64
+	for _, s := range rounds {
+		if s.CPUMicrosPerOp > 0 {
+			cpu = append(cpu, s.CPUMicrosPerOp)
+			switches = append(switches, s.SwitchesPerOp)
+			wait = append(wait, s.WaitMicrosPerOp)
+		}
+	}
+	if len(cpu) == 0 {
+		return Costs{}
+	}
+	c := Costs{
+		CPUMicrosPerOp:          Median(cpu),
+		CPUMicrosPerOpByProgram: medianByProgram(rounds, func(s Sample) map[string]float64 { return s.CPUMicrosPerOpByProgram }),
+		SwitchesPerOp:           Median(switches),
+		SwitchesPerOpByProgram:  medianByProgram(rounds, func(s Sample) map[string]float64 { return s.SwitchesPerOpByProgram }),
+		WaitMicrosPerOp:         Median(wait),
+	}
+	if c.WaitMicrosPerOp > 0 {
+		c.WaitMicrosPerOpByProgram = medianByProgram(rounds, func(s Sample) map[string]float64 { return s.WaitMicrosPerOpByProgram })
+	}
+	return c
 }
 
 // medianByProgram is each program's median of what byProgram picks of a
@@ -348,11 +362,16 @@ func (r *Report) WriteTable(out io.Writer) error {
 	return nil
 }
 
-// cpuMeasured reports whether any round measured its CPU time.
+// cpuMeasured reports whether any side measured its CPU time.
 func (r *Report) cpuMeasured() bool {
+	return r.measured(func(s Side) float64 { return s.CPUMicrosPerOp })
+}
+
+// measured tells whether cost is above zero on any workload's side.
+func (r *Report) measured(cost func(Side) float64) bool {
 	for _, w := range r.Workloads {
 		for _, s := range w.Sides {
-			if s.CPUMicrosPerOp > 0 {
+			if cost(s) > 0 {
 				return true
 			}
 		}
@@ -389,9 +408,7 @@ func (r *Report) writeCPUByProgram(out io.Writer) error {
 	if err := r.writeByProgram(out, "%.1f", func(s Side) (float64, map[string]float64) { return s.SwitchesPerOp, s.SwitchesPerOpByProgram }); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(r.Workloads, func(w Workload) bool {
-		return slices.ContainsFunc(w.Sides, func(s Side) bool { return s.WaitMicrosPerOp > 0 })
-	}) {
+	if !r.measured(func(s Side) float64 { return s.WaitMicrosPerOp }) {
 		return nil
 	}
 	fmt.Fprintf(out, "\nus/op ready to run but waiting for a CPU, all and by program, medians of rounds (programs under %.0f%% of their side's left out)\n\n", byProgramShare*100)
